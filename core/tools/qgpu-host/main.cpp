@@ -1,0 +1,103 @@
+// qgpu-host: the command-line driver. Parses arguments, opens the host
+// session (config + plugins) and dispatches to a subcommand.
+#include <CLI/CLI.hpp>
+#include <boost/dll/runtime_symbol_info.hpp>
+#include <cstdio>
+#include <exception>
+#include <string>
+
+#include "commands.h"
+#include "qgpu/core/log.h"
+#include "qgpu/core/text.h"
+#include "qgpu/sdk/version.h"
+
+namespace qgpu::host {
+
+int report(const sdk::Status& status) {
+  std::string line = status.to_string();
+  if (status.location().empty()) line = "qgpu-host: " + line;
+  std::fprintf(stderr, "%s\n", core::one_line(line).c_str());
+  switch (status.code()) {
+    case sdk::ErrorCode::kInvalidArgument:
+    case sdk::ErrorCode::kNotFound:
+    case sdk::ErrorCode::kParseError:
+    case sdk::ErrorCode::kUnsupported:
+    case sdk::ErrorCode::kLimitExceeded:
+      return kExitUsage;
+    default:
+      return kExitFailure;
+  }
+}
+
+namespace {
+
+std::string version_line() {
+  return std::string("qgpu-host ") + QGPU_SDK_VERSION_STRING + " (SDK " + QGPU_SDK_VERSION_STRING +
+         ", plugin ABI " + std::to_string(QGPU_ABI_VERSION) + ", " + QGPU_BUILD_FINGERPRINT + ")";
+}
+
+int main_impl(int argc, char** argv) {
+  core::init_logging();
+
+  CLI::App app{"qgpu-host: runs CUDA kernels on a SIMT GPU compiled into a language model's weights.\n"
+               "Plugins (frontend, machine, base model, tensor backend) are chosen by a YAML config."};
+  app.set_version_flag("--version", version_line());
+  core::HostOptions host_options;
+  std::string config_file;
+  std::string log_level;
+  std::vector<std::string> plugin_dirs;
+  app.add_option("-c,--config", config_file, "YAML config (e.g. configs/simt_qwen2b.yaml)");
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off (default: warn, or the config's)");
+  app.add_option("--plugin-dir", plugin_dirs, "extra directory to search for plugins (repeatable, searched first)");
+  app.require_subcommand(1);
+
+  InfoOptions info_options;
+  CLI::App* info = app.add_subcommand("info", "list the plugins found, where from, their versions and capabilities");
+  info->add_flag("--json", info_options.json, "print one JSON object instead of text");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::Success& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "qgpu-host: error: %s (see 'qgpu-host --help')\n", core::one_line(e.what()).c_str());
+    return kExitUsage;
+  }
+
+  if (!log_level.empty()) {
+    if (auto s = core::set_log_level(log_level); !s) return report(s);
+  }
+  if (!config_file.empty()) host_options.config_file = config_file;
+  for (const auto& dir : plugin_dirs) host_options.plugin_dirs.emplace_back(dir);
+  boost::dll::fs::error_code ec;
+  host_options.executable = boost::dll::program_location(ec);
+  if (ec) host_options.executable = argv[0];
+
+  auto host = core::Host::open(host_options);
+  if (!host) return report(host.error());
+  if (log_level.empty() && (*host)->config() && (*host)->config()->log_level) {
+    if (auto s = core::set_log_level(*(*host)->config()->log_level); !s) return report(s);
+  }
+
+  if (*info) return run_info(**host, info_options);
+  return report(sdk::internal_error("no subcommand ran"));
+}
+
+}  // namespace
+}  // namespace qgpu::host
+
+int main(int argc, char** argv) {
+  // Last line of defence: nothing escapes as an uncaught exception or a stack trace.
+  try {
+    return qgpu::host::main_impl(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "qgpu-host: internal error: %s\n", qgpu::core::one_line(e.what()).c_str());
+  } catch (...) {
+    std::fprintf(stderr, "qgpu-host: internal error: unknown exception\n");
+  }
+  return qgpu::host::kExitFailure;
+}

@@ -1,0 +1,62 @@
+// machine_simt: the 4-lane SIMT GPU — ISA, lowering, reference interpreter,
+// token codec and circuit.
+//
+// This build provides the descriptor, the machine parameters (validated from
+// the config) and the description. Lowering and the interpreter arrive with
+// the machine issue; until then they answer "not available in this build".
+#include <array>
+#include <string>
+
+#include "qgpu/sdk/sdk.h"
+
+namespace qgpu::simt {
+namespace {
+
+constexpr std::array kOptions = {
+    sdk::option_int("lanes", "4", 4, 4, "lanes per warp (the circuit is built for 4)"),
+    sdk::option_int("registers", "16", 2, 16, "registers per lane, r0 reads as zero"),
+    sdk::option_int("rom_blocks", "32", 1, 256, "program ROM size in blocks"),
+    sdk::option_int("block_instructions", "4", 4, 16, "straight-line instructions per block before the terminator"),
+    sdk::option_int("global_words", "126", 1, 1 << 20, "32-bit words of global memory"),
+    sdk::option_int("shared_words", "32", 0, 1 << 16, "32-bit words of shared memory per thread block"),
+    sdk::option_int("max_threads", "128", 1, 1 << 16, "threads per launch"),
+    sdk::option_int("max_block_threads", "32", 1, 1024, "threads per thread block"),
+};
+
+class SimtMachine final : public sdk::Machine {
+ public:
+  explicit SimtMachine(const sdk::PluginContext& context) : options_(context.options) {}
+
+  sdk::Expected<sdk::Description> describe() const override {
+    sdk::Description d;
+    for (const auto& spec : kOptions) {
+      auto value = options_.get_int(spec.name);
+      if (!value) return value.error();
+      d.properties.emplace_back(spec.name, std::to_string(*value));
+    }
+    d.capabilities = {
+        {"lower", false, "not available in this build (KernelIR -> machine blocks arrives with the machine issue)"},
+        {"interpret", false, "not available in this build (reference interpreter arrives with the machine issue)"},
+        {"circuit", false, "not available in this build (machine as layer weights arrives with the circuit issue)"},
+    };
+    return d;
+  }
+
+  sdk::Expected<std::unique_ptr<sdk::MachineProgram>> lower(const sdk::KernelIR& kernel,
+                                                            const sdk::LaunchShape&) override {
+    return sdk::not_available("lowering kernel '" + kernel.name + "' (machine_simt)");
+  }
+
+  sdk::Expected<sdk::LaunchResult> interpret(const sdk::MachineProgram&, const std::vector<sdk::LaunchArg>&) override {
+    return sdk::not_available("the reference interpreter (machine_simt)");
+  }
+
+ private:
+  sdk::Options options_;
+};
+
+}  // namespace
+}  // namespace qgpu::simt
+
+QGPU_DEFINE_PLUGIN(qgpu::simt::SimtMachine, "machine_simt", "0.1.0",
+                   "4-lane SIMT GPU: ISA, lowering, reference interpreter, circuit", qgpu::simt::kOptions)

@@ -1,0 +1,54 @@
+// Machine: KernelIR -> a program for the machine, its limits, and the
+// reference interpreter that defines its semantics.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "qgpu/sdk/frontend.h"
+#include "qgpu/sdk/plugin.h"
+
+namespace qgpu::sdk {
+
+// A 1-D launch: `grid` thread blocks of `block` threads.
+struct LaunchShape {
+  std::uint32_t grid = 1;
+  std::uint32_t block = 1;
+};
+
+// A lowered kernel. Its representation belongs to the machine plugin; the
+// host only prints it (--dump-program) and hands it back to the same plugin.
+class QGPU_SDK_API MachineProgram {
+ public:
+  virtual ~MachineProgram();
+  virtual std::string dump() const = 0;
+};
+
+// One launch argument: an int32 scalar or an int32 array (global memory).
+struct LaunchArg {
+  std::string param;  // the kernel parameter it binds to
+  bool is_array = false;
+  std::int32_t scalar = 0;
+  std::vector<std::int32_t> array;
+};
+
+struct LaunchResult {
+  std::vector<LaunchArg> arrays;  // final contents of every array argument, in parameter order
+  std::vector<std::pair<std::string, std::int64_t>> stats;  // e.g. {"warp_instructions", 12}
+};
+
+class QGPU_SDK_API Machine : public Plugin {
+ public:
+  using Interface = Machine;
+  static constexpr QgpuPluginKind kKind = QGPU_PLUGIN_MACHINE;
+
+  ~Machine() override;
+  // Lowers a kernel for one launch shape; errors name the limit exceeded and by how much.
+  virtual Expected<std::unique_ptr<MachineProgram>> lower(const KernelIR& kernel, const LaunchShape& shape) = 0;
+  // Runs a lowered program on the reference interpreter (the semantic oracle).
+  virtual Expected<LaunchResult> interpret(const MachineProgram& program, const std::vector<LaunchArg>& args) = 0;
+};
+
+}  // namespace qgpu::sdk
