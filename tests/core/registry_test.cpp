@@ -115,7 +115,7 @@ TEST(Registry, ExceptionsFromMethodsAreGuarded) {
   struct FakeProgram : sdk::MachineProgram {
     std::string dump() const override { return ""; }
   } program;
-  auto r = guarded_call("test_throw_describe", "interpret()", [&] { return (*machine)->interpret(program, {}); });
+  auto r = guarded_call("test_throw_describe", "interpret()", [&] { return (*machine)->interpret(program, {}, {}); });
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().message(), "plugin 'test_throw_describe' threw a non-standard exception from interpret()");
 }

@@ -17,7 +17,8 @@ class ThrowingMachine : public sdk::Machine {
   sdk::Expected<std::unique_ptr<sdk::MachineProgram>> lower(const sdk::KernelIR&, const sdk::LaunchShape&) override {
     throw std::logic_error("lower exploded");
   }
-  sdk::Expected<sdk::LaunchResult> interpret(const sdk::MachineProgram&, const std::vector<sdk::LaunchArg>&) override {
+  sdk::Expected<sdk::LaunchResult> interpret(const sdk::MachineProgram&, const std::vector<sdk::LaunchArg>&,
+                              const sdk::InterpretOptions&) override {
     throw 42;  // not even a std::exception
   }
 };

@@ -38,7 +38,8 @@ class MinimalMachine final : public qgpu::sdk::Machine {
   }
 
   qgpu::sdk::Expected<qgpu::sdk::LaunchResult> interpret(const qgpu::sdk::MachineProgram&,
-                                                         const std::vector<qgpu::sdk::LaunchArg>&) override {
+                                                         const std::vector<qgpu::sdk::LaunchArg>&,
+                              const qgpu::sdk::InterpretOptions&) override {
     return qgpu::sdk::unsupported("machine_minimal is a template and has no interpreter");
   }
 

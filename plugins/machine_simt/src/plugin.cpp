@@ -47,7 +47,8 @@ class SimtMachine final : public sdk::Machine {
     return sdk::not_available("lowering kernel '" + kernel.name + "' (machine_simt)");
   }
 
-  sdk::Expected<sdk::LaunchResult> interpret(const sdk::MachineProgram&, const std::vector<sdk::LaunchArg>&) override {
+  sdk::Expected<sdk::LaunchResult> interpret(const sdk::MachineProgram&, const std::vector<sdk::LaunchArg>&,
+                              const sdk::InterpretOptions&) override {
     return sdk::not_available("the reference interpreter (machine_simt)");
   }
 

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "qgpu/sdk/kernel_ir.h"
 #include "qgpu/sdk/plugin.h"
 
 namespace qgpu::sdk {
@@ -14,21 +15,6 @@ enum class SourceLanguage : std::uint8_t { kAuto, kCuda, kPtx };
 struct SourceInput {
   std::string path;  // the file the user named; diagnostics refer to it
   SourceLanguage language = SourceLanguage::kAuto;  // kAuto: decided by the extension
-};
-
-// One kernel parameter as CUDA declares it.
-struct KernelParam {
-  enum class Kind : std::uint8_t { kScalar, kPointer };
-  std::string name;  // the CUDA name where the source has one, else "param<N>"
-  Kind kind = Kind::kScalar;
-  std::uint32_t bits = 32;  // scalar width; pointers are 64-bit addresses
-};
-
-// A kernel in the frontend's intermediate form. The instruction body is added
-// by the frontend issue together with the machine lowering that consumes it.
-struct KernelIR {
-  std::string name;
-  std::vector<KernelParam> params;
 };
 
 struct KernelModule {

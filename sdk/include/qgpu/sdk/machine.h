@@ -37,6 +37,12 @@ struct LaunchArg {
 struct LaunchResult {
   std::vector<LaunchArg> arrays;  // final contents of every array argument, in parameter order
   std::vector<std::pair<std::string, std::int64_t>> stats;  // e.g. {"warp_instructions", 12}
+  std::vector<std::string> trace;  // one line per executed block (warp, block, active lanes) when asked for
+};
+
+struct InterpretOptions {
+  bool trace = false;
+  std::uint64_t max_steps = 10'000'000;  // block executions before the run is stopped with an error
 };
 
 class QGPU_SDK_API Machine : public Plugin {
@@ -48,7 +54,8 @@ class QGPU_SDK_API Machine : public Plugin {
   // Lowers a kernel for one launch shape; errors name the limit exceeded and by how much.
   virtual Expected<std::unique_ptr<MachineProgram>> lower(const KernelIR& kernel, const LaunchShape& shape) = 0;
   // Runs a lowered program on the reference interpreter (the semantic oracle).
-  virtual Expected<LaunchResult> interpret(const MachineProgram& program, const std::vector<LaunchArg>& args) = 0;
+  virtual Expected<LaunchResult> interpret(const MachineProgram& program, const std::vector<LaunchArg>& args,
+                                          const InterpretOptions& options) = 0;
 };
 
 }  // namespace qgpu::sdk
