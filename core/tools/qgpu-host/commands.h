@@ -1,6 +1,10 @@
 // The qgpu-host subcommands. Each returns the process exit code.
 #pragma once
 
+#include <cstdint>
+#include <string>
+#include <vector>
+
 #include "qgpu/core/host.h"
 
 namespace qgpu::host {
@@ -17,5 +21,20 @@ struct InfoOptions {
   bool json = false;
 };
 int run_info(const core::Host& host, const InfoOptions& options);
+
+struct RunOptions {
+  std::string kernel_file;
+  std::string kernel_name;  // --kernel; empty: the file's only kernel
+  std::uint32_t grid = 0;
+  std::uint32_t block = 0;
+  std::vector<std::string> args;  // --arg [NAME=]VALUE, in order
+  std::string engine = "interp";
+  bool json = false;
+  bool trace = false;
+  bool stats = false;
+  bool dump_program = false;
+  std::uint64_t max_steps = 0;  // 0: the machine's default
+};
+int run_kernel(const core::Host& host, const RunOptions& options);
 
 }  // namespace qgpu::host

@@ -55,6 +55,23 @@ int main_impl(int argc, char** argv) {
   CLI::App* info = app.add_subcommand("info", "list the plugins found, where from, their versions and capabilities");
   info->add_flag("--json", info_options.json, "print one JSON object instead of text");
 
+  RunOptions run_options;
+  CLI::App* run = app.add_subcommand("run", "compile a CUDA (.cu) or PTX (.ptx) kernel and run one launch");
+  run->add_option("kernel", run_options.kernel_file, "kernel source (.cu or .ptx)")->required();
+  run->add_option("--kernel", run_options.kernel_name, "kernel to launch when the file defines several");
+  run->add_option("--grid", run_options.grid, "thread blocks (1-D)")->required();
+  run->add_option("--block", run_options.block, "threads per block (1-D)")->required();
+  run->add_option("--arg", run_options.args,
+                  "[NAME=]VALUE: int32 scalar (42, -7, 0xff), array [1,2,-3] or zeros(N); in parameter order")
+      ->allow_extra_args(false);
+  run->add_option("--engine", run_options.engine, "interp (the reference interpreter) or model")
+      ->check(CLI::IsMember({"interp", "model", "both"}));
+  run->add_flag("--json", run_options.json, "print one JSON object: kernel, engine, arrays, stats");
+  run->add_flag("--trace", run_options.trace, "print every executed block (warp, block, active lanes)");
+  run->add_flag("--stats", run_options.stats, "print execution statistics");
+  run->add_flag("--dump-program", run_options.dump_program, "print the lowered machine program");
+  run->add_option("--max-steps", run_options.max_steps, "stop with an error after this many block executions");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -84,6 +101,7 @@ int main_impl(int argc, char** argv) {
   }
 
   if (*info) return run_info(**host, info_options);
+  if (*run) return run_kernel(**host, run_options);
   return report(sdk::internal_error("no subcommand ran"));
 }
 

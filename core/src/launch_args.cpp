@@ -1,0 +1,191 @@
+#include "qgpu/core/launch_args.h"
+
+#include <cctype>
+#include <charconv>
+#include <limits>
+
+#include "qgpu/core/text.h"
+
+namespace qgpu::core {
+using sdk::Expected;
+
+namespace {
+
+constexpr std::size_t kMaxArrayWords = 1u << 24;  // far above any machine; guards zeros(huge)
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
+Expected<std::int32_t> parse_scalar(std::string_view text) {
+  std::string_view s = trim(text);
+  if (s.empty()) return sdk::invalid_argument("expected an int32 value, got nothing");
+  bool negative = false;
+  std::string_view digits = s;
+  if (digits.front() == '-' || digits.front() == '+') {
+    negative = digits.front() == '-';
+    digits.remove_prefix(1);
+  }
+  int base = 10;
+  if (digits.size() > 2 && digits[0] == '0' && (digits[1] == 'x' || digits[1] == 'X')) {
+    base = 16;
+    digits.remove_prefix(2);
+  }
+  std::uint64_t magnitude = 0;
+  auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), magnitude, base);
+  if (digits.empty() || ec == std::errc::invalid_argument || ptr != digits.data() + digits.size()) {
+    return sdk::invalid_argument("'" + std::string(s) + "' is not an int32 value (decimal or 0x-hex)");
+  }
+  const std::uint64_t limit = base == 16 && !negative ? 0xffffffffull : (negative ? 0x80000000ull : 0x7fffffffull);
+  if (ec == std::errc::result_out_of_range || magnitude > limit) {
+    return sdk::invalid_argument("'" + std::string(s) + "' is out of the int32 range");
+  }
+  const auto bits = static_cast<std::uint32_t>(negative ? (0 - magnitude) : magnitude);
+  return static_cast<std::int32_t>(bits);
+}
+
+bool is_identifier(std::string_view s) {
+  if (s.empty() || std::isdigit(static_cast<unsigned char>(s.front()))) return false;
+  for (char c : s) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+Expected<ArgValue> parse_arg_value(std::string_view text) {
+  std::string_view s = trim(text);
+  ArgValue value;
+  if (!s.empty() && s.front() == '[') {
+    if (s.back() != ']') return sdk::invalid_argument("array '" + std::string(s) + "' lacks its closing ']'");
+    value.is_array = true;
+    std::string_view body = trim(s.substr(1, s.size() - 2));
+    std::size_t index = 0;
+    while (!body.empty()) {
+      auto comma = body.find(',');
+      auto element = parse_scalar(body.substr(0, comma));
+      if (!element) {
+        return sdk::invalid_argument("array element " + std::to_string(index) + ": " + element.error().message());
+      }
+      value.array.push_back(*element);
+      ++index;
+      if (comma == std::string_view::npos) break;
+      body.remove_prefix(comma + 1);
+      if (trim(body).empty()) return sdk::invalid_argument("array '" + std::string(s) + "' ends with ','");
+    }
+    return value;
+  }
+  if (s.rfind("zeros(", 0) == 0) {
+    if (s.back() != ')') return sdk::invalid_argument("'" + std::string(s) + "' lacks its closing ')'");
+    std::string_view n_text = trim(s.substr(6, s.size() - 7));
+    std::size_t n = 0;
+    auto [ptr, ec] = std::from_chars(n_text.data(), n_text.data() + n_text.size(), n);
+    if (n_text.empty() || ec != std::errc() || ptr != n_text.data() + n_text.size()) {
+      return sdk::invalid_argument("zeros(N) needs a non-negative integer N, got '" + std::string(n_text) + "'");
+    }
+    if (n > kMaxArrayWords) {
+      return sdk::invalid_argument("zeros(" + std::to_string(n) + ") is larger than " +
+                                   std::to_string(kMaxArrayWords) + " words");
+    }
+    value.is_array = true;
+    value.array.assign(n, 0);
+    return value;
+  }
+  auto scalar = parse_scalar(s);
+  if (!scalar) return scalar.error();
+  value.scalar = *scalar;
+  return value;
+}
+
+Expected<ArgSpec> parse_arg(std::string_view text) {
+  ArgSpec spec;
+  spec.text = std::string(text);
+  std::string_view value_text = text;
+  if (auto eq = text.find('='); eq != std::string_view::npos) {
+    std::string_view name = trim(text.substr(0, eq));
+    if (!is_identifier(name)) {
+      return sdk::invalid_argument("--arg '" + std::string(text) + "': '" + std::string(name) +
+                                   "' is not a parameter name");
+    }
+    spec.name = std::string(name);
+    value_text = text.substr(eq + 1);
+  }
+  auto value = parse_arg_value(value_text);
+  if (!value) return sdk::invalid_argument("--arg '" + std::string(text) + "': " + value.error().message());
+  spec.value = std::move(*value);
+  return spec;
+}
+
+Expected<std::vector<sdk::LaunchArg>> bind_args(const sdk::KernelIR& kernel, const std::vector<ArgSpec>& args) {
+  const std::size_t n = kernel.params.size();
+  std::vector<const ArgSpec*> bound(n, nullptr);
+  std::vector<std::string> names;
+  for (const auto& p : kernel.params) names.push_back(p.name);
+
+  if (args.size() > n) {
+    return sdk::invalid_argument(std::to_string(args.size()) + " arguments given, but kernel '" + kernel.name +
+                                 "' takes " + std::to_string(n) + " (" + join(names) + ")");
+  }
+  for (const ArgSpec& arg : args) {
+    if (!arg.name) continue;
+    std::size_t i = 0;
+    while (i < n && kernel.params[i].name != *arg.name) ++i;
+    if (i == n) {
+      std::string message = "kernel '" + kernel.name + "' has no parameter '" + *arg.name + "'";
+      std::string hint = closest_match(*arg.name, names);
+      if (!hint.empty()) message += " (did you mean '" + hint + "'?)";
+      return sdk::invalid_argument(message + "; parameters: " + join(names));
+    }
+    if (bound[i] != nullptr) return sdk::invalid_argument("parameter '" + *arg.name + "' is given twice");
+    bound[i] = &arg;
+  }
+  std::size_t next = 0;
+  for (const ArgSpec& arg : args) {
+    if (arg.name) continue;
+    while (next < n && bound[next] != nullptr) ++next;
+    if (next == n) return sdk::invalid_argument("--arg '" + arg.text + "' has no parameter left to bind to");
+    bound[next] = &arg;
+  }
+
+  std::vector<sdk::LaunchArg> out;
+  for (std::size_t i = 0; i < n; ++i) {
+    const sdk::KernelParam& param = kernel.params[i];
+    const std::string label = "parameter '" + param.name + "' (#" + std::to_string(i + 1) + ")";
+    if (bound[i] == nullptr) {
+      return sdk::invalid_argument("missing --arg for " + label + " of kernel '" + kernel.name + "'");
+    }
+    const ArgValue& v = bound[i]->value;
+    const bool pointer = param.kind == sdk::KernelParam::Kind::kPointer;
+    if (pointer && !v.is_array) {
+      return sdk::invalid_argument(label + " is a pointer: give an array such as [1,2,3] or zeros(N), got '" +
+                                   bound[i]->text + "'");
+    }
+    if (!pointer && v.is_array) {
+      return sdk::invalid_argument(label + " is a scalar, got the array '" + bound[i]->text + "'");
+    }
+    if (!pointer && param.type != sdk::IrType::kI32) {
+      return sdk::unsupported(label + " is not a 32-bit integer; only int32 scalars can be passed");
+    }
+    sdk::LaunchArg launch;
+    launch.param = param.name;
+    launch.is_array = v.is_array;
+    launch.scalar = v.scalar;
+    launch.array = v.array;
+    out.push_back(std::move(launch));
+  }
+  return out;
+}
+
+std::string format_array(const std::vector<std::int32_t>& values) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (i > 0) out += ", ";
+    out += std::to_string(values[i]);
+  }
+  return out + "]";
+}
+
+}  // namespace qgpu::core

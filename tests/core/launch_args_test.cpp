@@ -1,0 +1,114 @@
+// Command-line launch arguments: parsing VALUE and binding to parameters.
+#include <gtest/gtest.h>
+
+#include "qgpu/core/launch_args.h"
+
+namespace qgpu::core {
+namespace {
+
+ArgValue value_ok(std::string_view text) {
+  auto v = parse_arg_value(text);
+  EXPECT_TRUE(v) << text << ": " << v.status().to_string();
+  return v ? *v : ArgValue{};
+}
+
+std::string value_error(std::string_view text) {
+  auto v = parse_arg_value(text);
+  EXPECT_FALSE(v) << text;
+  return v ? std::string() : v.error().message();
+}
+
+TEST(LaunchArgs, Scalars) {
+  EXPECT_EQ(value_ok("42").scalar, 42);
+  EXPECT_EQ(value_ok("-7").scalar, -7);
+  EXPECT_EQ(value_ok("0x10").scalar, 16);
+  EXPECT_EQ(value_ok("0xffffffff").scalar, -1);
+  EXPECT_EQ(value_ok("-2147483648").scalar, INT32_MIN);
+  EXPECT_EQ(value_ok("2147483647").scalar, INT32_MAX);
+  EXPECT_EQ(value_ok(" 5 ").scalar, 5);
+  EXPECT_FALSE(value_ok("5").is_array);
+  EXPECT_EQ(value_error("2147483648"), "'2147483648' is out of the int32 range");
+  EXPECT_EQ(value_error("-2147483649"), "'-2147483649' is out of the int32 range");
+  EXPECT_EQ(value_error("0x100000000"), "'0x100000000' is out of the int32 range");
+  EXPECT_EQ(value_error("1.5"), "'1.5' is not an int32 value (decimal or 0x-hex)");
+  EXPECT_EQ(value_error("abc"), "'abc' is not an int32 value (decimal or 0x-hex)");
+  EXPECT_EQ(value_error(""), "expected an int32 value, got nothing");
+}
+
+TEST(LaunchArgs, Arrays) {
+  ArgValue a = value_ok("[1, -2,0x3]");
+  ASSERT_TRUE(a.is_array);
+  EXPECT_EQ(a.array, (std::vector<std::int32_t>{1, -2, 3}));
+  EXPECT_TRUE(value_ok("[]").array.empty());
+  EXPECT_TRUE(value_ok("[]").is_array);
+  EXPECT_EQ(value_ok("zeros(3)").array, (std::vector<std::int32_t>{0, 0, 0}));
+  EXPECT_EQ(value_error("[1,2"), "array '[1,2' lacks its closing ']'");
+  EXPECT_EQ(value_error("[1,,2]"), "array element 1: expected an int32 value, got nothing");
+  EXPECT_EQ(value_error("[1,2,]"), "array '[1,2,]' ends with ','");
+  EXPECT_EQ(value_error("[1,x]"), "array element 1: 'x' is not an int32 value (decimal or 0x-hex)");
+  EXPECT_EQ(value_error("zeros(-1)"), "zeros(N) needs a non-negative integer N, got '-1'");
+  EXPECT_EQ(value_error("zeros(99999999999)"), "zeros(99999999999) is larger than 16777216 words");
+}
+
+TEST(LaunchArgs, Names) {
+  auto a = parse_arg("out=zeros(1)");
+  ASSERT_TRUE(a);
+  EXPECT_EQ(*a->name, "out");
+  EXPECT_EQ(a->value.array.size(), 1u);
+  EXPECT_FALSE(parse_arg("[1,2]")->name.has_value());
+  EXPECT_EQ(parse_arg("1x=3").error().message(), "--arg '1x=3': '1x' is not a parameter name");
+  EXPECT_EQ(parse_arg("n=q").error().message(), "--arg 'n=q': 'q' is not an int32 value (decimal or 0x-hex)");
+}
+
+sdk::KernelIR dot_kernel() {
+  sdk::KernelIR k;
+  k.name = "dot";
+  using Kind = sdk::KernelParam::Kind;
+  k.params = {{"a", Kind::kPointer, sdk::IrType::kI64},
+              {"b", Kind::kPointer, sdk::IrType::kI64},
+              {"out", Kind::kPointer, sdk::IrType::kI64},
+              {"n", Kind::kScalar, sdk::IrType::kI32}};
+  return k;
+}
+
+std::vector<ArgSpec> specs(std::initializer_list<const char*> texts) {
+  std::vector<ArgSpec> out;
+  for (const char* t : texts) out.push_back(*parse_arg(t));
+  return out;
+}
+
+TEST(LaunchArgs, BindsByPositionAndByName) {
+  auto bound = bind_args(dot_kernel(), specs({"n=3", "[1,2,3]", "b=[4,5,6]", "[0]"}));
+  ASSERT_TRUE(bound) << bound.status().to_string();
+  ASSERT_EQ(bound->size(), 4u);
+  EXPECT_EQ((*bound)[0].param, "a");
+  EXPECT_EQ((*bound)[0].array, (std::vector<std::int32_t>{1, 2, 3}));
+  EXPECT_EQ((*bound)[1].array, (std::vector<std::int32_t>{4, 5, 6}));
+  EXPECT_EQ((*bound)[2].array, (std::vector<std::int32_t>{0}));
+  EXPECT_FALSE((*bound)[3].is_array);
+  EXPECT_EQ((*bound)[3].scalar, 3);
+}
+
+TEST(LaunchArgs, BindingErrors) {
+  auto err = [](std::initializer_list<const char*> texts) {
+    auto b = bind_args(dot_kernel(), specs(texts));
+    EXPECT_FALSE(b);
+    return b ? std::string() : b.error().message();
+  };
+  EXPECT_EQ(err({"[1]", "[2]", "[3]"}), "missing --arg for parameter 'n' (#4) of kernel 'dot'");
+  EXPECT_EQ(err({"[1]", "[2]", "[3]", "4", "5"}), "5 arguments given, but kernel 'dot' takes 4 (a, b, out, n)");
+  EXPECT_EQ(err({"nn=3"}), "kernel 'dot' has no parameter 'nn' (did you mean 'n'?); parameters: a, b, out, n");
+  EXPECT_EQ(err({"n=3", "n=4"}), "parameter 'n' is given twice");
+  EXPECT_EQ(err({"1", "[2]", "[3]", "4"}),
+            "parameter 'a' (#1) is a pointer: give an array such as [1,2,3] or zeros(N), got '1'");
+  EXPECT_EQ(err({"[1]", "[2]", "[3]", "[4]"}), "parameter 'n' (#4) is a scalar, got the array '[4]'");
+}
+
+TEST(LaunchArgs, FormatArray) {
+  EXPECT_EQ(format_array({}), "[]");
+  EXPECT_EQ(format_array({32}), "[32]");
+  EXPECT_EQ(format_array({1, -2}), "[1, -2]");
+}
+
+}  // namespace
+}  // namespace qgpu::core
