@@ -10,9 +10,11 @@ packages=(
   libboost-dev libboost-filesystem-dev libyaml-cpp-dev libspdlog-dev libfmt-dev libcli11-dev
   nlohmann-json3-dev
   # tests
-  libgtest-dev libgmock-dev llvm-16-tools
+  libgtest-dev libgmock-dev llvm-16-tools libclang-rt-16-dev
   # frontend_ptx: clang-16 (CUDA -> PTX), MLIR 16
   clang-16 libclang-16-dev llvm-16-dev libmlir-16-dev mlir-16-tools
+  # base_qwen35 tokenizer: ICU (Unicode classes, NFC); liblzma for the compressed test tokenizers
+  libicu-dev liblzma-dev
   # backend_torch: LibTorch + a fast BLAS for fp32
   libtorch-dev libopenblas0-openmp
 )
