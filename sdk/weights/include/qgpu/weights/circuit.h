@@ -1,0 +1,156 @@
+// A circuit: named residual fields plus the operations that compute them.
+//
+// The residual stream is a space of named dual-rail fields (owner/field/bit),
+// never raw channel indices: a bit b lives in a pair of channels (b, 1-b), so
+// NOT is free (swap the rails) and every pair contributes exactly 1 to the
+// sum of squares whatever its value (docs/CIRCUITS.md, "residual norm"). A
+// computed field starts as the placeholder (0, 1) in every token's embedding
+// and is written once, as (+y, -y), by one operation. Channel indices are
+// assigned only at the end, by allocate() in compile.h.
+//
+// Operations are MLP neuron groups (threshold logic in SwiGLU) and Gated
+// DeltaNet ports (RAM reads, conv1d reads of earlier tokens). They are built
+// through this explicit builder (no globals) and placed into layers by
+// schedule() in compile.h; the primitives in primitives.h build them.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "qgpu/sdk/status.h"
+
+namespace qgpu::weights {
+
+// One bit of a field, read through its positive rail (neg = false) or its
+// negative rail (neg = true, i.e. the NOT of the bit).
+struct Bit {
+  int field = -1;
+  int bit = 0;
+  bool neg = false;
+  Bit operator!() const { return Bit{field, bit, !neg}; }
+  bool operator==(const Bit&) const = default;
+};
+using Word = std::vector<Bit>;  // bit 0 first
+Word operator~(const Word& w);  // NOT of every bit (free)
+
+enum class FieldKind { kInput, kComputed, kConstant };
+
+struct Field {
+  std::string owner;
+  std::string name;
+  int width = 0;
+  FieldKind kind = FieldKind::kComputed;
+  int alias_of = -1;       // an overwrite: shares the slot (channels) of this field
+  int superseded_by = -1;  // a later field that overwrote this slot
+  std::string full_name() const { return owner + "." + name; }
+};
+
+// A weighted bit in a linear form; the bit's normalized value is 0 or 1.
+struct Term {
+  Bit bit;
+  double weight = 0;
+};
+// Σ weight·bit + bias, in normalized units (an input RMSNorm maps a 1 bit to 1).
+struct Affine {
+  std::vector<Term> terms;
+  double bias = 0;  // carried by the constant channels at emission
+};
+
+// One SwiGLU neuron: its output silu(gate)·up is added to each `down` bit with
+// the given weight (in bit units: +w on the bit's positive rail, -w on its negative).
+struct Neuron {
+  Affine gate;
+  Affine up;
+  std::vector<Term> down;
+};
+
+struct MlpOp {
+  std::vector<Neuron> neurons;
+};
+
+// A named RAM held in Gated DeltaNet state: `rows` rows of `width` bits, each
+// bit stored dual-rail; one write port, read ports anywhere (each read port is
+// a replica in some layer, written by the same tokens as every other replica).
+struct Ram {
+  std::string owner;
+  std::string name;
+  int rows = 0;
+  int width = 0;
+  bool has_write = false;
+  Word wr_addr;
+  Word wr_data;
+  std::optional<Bit> wr_enable;
+};
+
+struct GdnOp {
+  enum class Kind { kRamRead, kPrevious } kind = Kind::kRamRead;
+  int ram = -1;  // kRamRead
+  Word addr;     // kRamRead: binary read address
+  Word src;      // kPrevious: the field read `lag` tokens back
+  int lag = 0;
+  std::optional<Bit> enable;  // output surfaces only where enable is 1 (z gate)
+  int out_field = -1;
+};
+
+struct Op {
+  std::string name;
+  bool is_mlp = true;
+  MlpOp mlp;
+  GdnOp gdn;
+  std::vector<Bit> reads;   // bits this op needs (deduplicated, rails ignored)
+  std::vector<Bit> writes;  // bits this op writes
+  int overwrites = -1;      // field whose slot this op overwrites (clear/overwrite), or -1
+};
+
+class Circuit {
+ public:
+  explicit Circuit(std::string name = "circuit");
+
+  const std::string& name() const { return name_; }
+
+  // A field set by the token embedding (owner/name, width bits).
+  sdk::Expected<Word> input(const std::string& owner, const std::string& name, int width);
+  // A placeholder field that exactly one operation writes.
+  sdk::Expected<Word> computed(const std::string& owner, const std::string& name, int width);
+  // The constant 1 (a dual-rail pair fixed at (1, 0)); !one() is the constant 0.
+  Bit one() const { return Bit{0, 0, false}; }
+  Bit zero() const { return Bit{0, 0, true}; }
+
+  // While a guard is active, every new MLP neuron is gated by `enable`: it is
+  // exactly 0 (output untouched, slot stays as it was) on tokens where enable is 0.
+  void push_enable(Bit enable) { enables_.push_back(enable); }
+  void pop_enable() { enables_.pop_back(); }
+  std::optional<Bit> enable() const;
+
+  // Adds an MLP operation writing `writes`. Checks that every written bit is a
+  // computed placeholder written by nobody else, and that no read names a slot
+  // that was overwritten.
+  sdk::Status add_mlp(const std::string& name, MlpOp op, int overwrites = -1);
+  sdk::Expected<int> add_ram(const std::string& owner, const std::string& name, int rows, int width);
+  sdk::Status ram_write(int ram, const Word& addr, const Word& data, std::optional<Bit> we);
+  sdk::Expected<Word> ram_read(int ram, const std::string& name, const Word& addr, std::optional<Bit> enable);
+  sdk::Expected<Word> previous(const std::string& name, const Word& src, int lag, std::optional<Bit> enable);
+  // A new field aliasing `old`'s slot (for clear/overwrite); `old` may no longer be read afterwards.
+  sdk::Expected<Word> alias(const Word& old, const std::string& name);
+
+  const std::vector<Field>& fields() const { return fields_; }
+  const std::vector<Op>& ops() const { return ops_; }
+  const std::vector<Ram>& rams() const { return rams_; }
+  int find_field(const std::string& full_name) const;  // -1 if absent
+  std::string bit_name(Bit b) const;                   // "owner.field[3]" or "!owner.field[3]"
+
+ private:
+  sdk::Status check_reads(const std::string& op, const std::vector<Bit>& reads, int allowed = -1) const;
+  sdk::Expected<Word> new_field(const std::string& owner, const std::string& name, int width, FieldKind kind);
+
+  std::string name_;
+  std::vector<Field> fields_;
+  std::vector<Op> ops_;
+  std::vector<Ram> rams_;
+  std::vector<std::vector<int>> writer_;  // per field, per bit: op index or -1
+  std::vector<Bit> enables_;
+};
+
+}  // namespace qgpu::weights

@@ -1,0 +1,81 @@
+// Reference layer math: a plain, exact C++ version of Qwen3.5's RMSNormZC,
+// SwiGLU MLP and Gated DeltaNet decode step (token by token, conv state, fp32
+// state), in fp32 and in bf16 with the rounding points of QWEN35.md §7
+// (linear layers: fp32 accumulation of exact bf16 products, one rounding).
+// It runs over the sparse weights (only nonzeros are visited) and is the
+// differential oracle for circuits until the LibTorch backend lands.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "qgpu/sdk/base_model.h"
+#include "qgpu/weights/model.h"
+#include "qgpu/weights/numerics.h"
+
+namespace qgpu::weights {
+
+// RMSNormZC: y = x·rsqrt(mean(x²) + eps) in fp32, ·(1 + w) in fp32, one rounding.
+std::vector<float> rms_norm_zc(const std::vector<float>& x, const std::vector<float>& w, DType dtype, float eps = kEps);
+// y = W·x: fp32 accumulation (of exact bf16 products in bf16), one rounding to dtype.
+std::vector<float> linear(const SparseMatrix& w, const std::vector<float>& x, DType dtype);
+// The value a stored 1 reads as after Qwen3_5RMSNormGated (before its weight),
+// for a dual-rail row with a quarter of its dv channels at 1·U, computed exactly
+// as the layer does (fl(1/√dk) makes it 1.9999998 in fp32, 2 in bf16).
+float gated_norm_one(std::int64_t dk, std::int64_t dv, DType dtype);
+// The norm weight w with fl(w · gated_norm_one) == 1 exactly (0.50000006 in fp32, 0.5 in bf16).
+float calibrated_norm_weight(std::int64_t dk, std::int64_t dv, DType dtype);
+
+// The smallest |pre-activation| seen at each switch (MLP gates; Gated DeltaNet
+// q/k pre-SiLU values, beta and z pre-activations), ignoring exact zeros.
+// Saturation needs |x| >= 88.73 below zero and >= 16.64 above (fp32).
+struct LayerMargin {
+  double mlp_min = 0;  // +inf when nothing switched
+  std::string mlp_where;
+  double gdn_min = 0;
+  std::string gdn_where;
+  std::vector<double> mlp_neuron_min;  // per neuron (every switch of the layer's MLP)
+  std::vector<double> gdn_head_min;    // per value head (its q/k, beta and z switches)
+};
+
+class ReferenceModel {
+ public:
+  ReferenceModel(const std::vector<Layer>& layers, const sdk::LayerShapes& shapes, DType dtype);
+
+  // Runs one token (the raw residual, e.g. an embedding row) through every
+  // layer and returns the residual after the last one.
+  std::vector<float> step(const std::vector<float>& x);
+  void reset();
+  DType dtype() const { return dtype_; }
+  const std::vector<LayerMargin>& margins() const { return margins_; }
+  std::string margin_report() const;  // one line per layer
+
+ private:
+  struct Sparse32 {
+    std::vector<std::int64_t> row_ptr;
+    std::vector<std::int32_t> col;
+    std::vector<float> val;
+    std::int64_t rows = 0;
+  };
+  struct LayerState {
+    std::vector<float> conv;  // [C][kernel-1] previous projected inputs
+    std::vector<float> s;     // [nv][dk][dv]
+  };
+  Sparse32 prep(const SparseMatrix& m) const;
+  std::vector<float> lin(const Sparse32& m, const std::vector<float>& x) const;
+  std::vector<float> gdn(std::size_t i, const std::vector<float>& x);
+  std::vector<float> mlp(std::size_t i, const std::vector<float>& x);
+
+  const std::vector<Layer>& layers_;
+  sdk::LayerShapes shapes_;
+  DType dtype_;
+  float eps_ = kEps;
+  std::vector<Sparse32> qkv_, z_, b_, a_, o_, gate_, up_, down_;
+  std::vector<LayerState> state_;
+  std::vector<std::vector<std::int64_t>> conv_active_;  // per layer: channels with a nonzero conv tap
+  std::vector<std::vector<char>> head_active_;          // per layer, per value head: has any weight
+  std::vector<LayerMargin> margins_;
+  std::vector<float> zeros_;
+};
+
+}  // namespace qgpu::weights

@@ -1,0 +1,229 @@
+#include "qgpu/weights/circuit.h"
+
+#include <algorithm>
+#include <set>
+#include <utility>
+
+#include "qgpu/weights/numerics.h"
+
+namespace qgpu::weights {
+
+Word operator~(const Word& w) {
+  Word out = w;
+  for (Bit& b : out) b = !b;
+  return out;
+}
+
+Circuit::Circuit(std::string name) : name_(std::move(name)) {
+  fields_.push_back(Field{"const", "one", 1, FieldKind::kConstant});
+  writer_.push_back({-1});
+}
+
+std::optional<Bit> Circuit::enable() const {
+  if (enables_.empty()) return std::nullopt;
+  return enables_.back();
+}
+
+sdk::Expected<Word> Circuit::new_field(const std::string& owner, const std::string& name, int width, FieldKind kind) {
+  if (width <= 0) return sdk::invalid_argument("field " + owner + "." + name + ": width must be positive");
+  if (owner.empty() || name.empty()) return sdk::invalid_argument("field needs an owner and a name");
+  if (find_field(owner + "." + name) >= 0)
+    return sdk::invalid_argument("field " + owner + "." + name + " declared twice");
+  fields_.push_back(Field{owner, name, width, kind});
+  writer_.emplace_back(width, -1);
+  int id = static_cast<int>(fields_.size()) - 1;
+  Word w;
+  for (int i = 0; i < width; ++i) w.push_back(Bit{id, i, false});
+  return w;
+}
+
+sdk::Expected<Word> Circuit::input(const std::string& owner, const std::string& name, int width) {
+  return new_field(owner, name, width, FieldKind::kInput);
+}
+
+sdk::Expected<Word> Circuit::computed(const std::string& owner, const std::string& name, int width) {
+  return new_field(owner, name, width, FieldKind::kComputed);
+}
+
+int Circuit::find_field(const std::string& full_name) const {
+  for (std::size_t i = 0; i < fields_.size(); ++i)
+    if (fields_[i].full_name() == full_name) return static_cast<int>(i);
+  return -1;
+}
+
+std::string Circuit::bit_name(Bit b) const {
+  if (b.field < 0 || b.field >= static_cast<int>(fields_.size())) return "<invalid bit>";
+  return std::string(b.neg ? "!" : "") + fields_[b.field].full_name() + "[" + std::to_string(b.bit) + "]";
+}
+
+sdk::Status Circuit::check_reads(const std::string& op, const std::vector<Bit>& reads, int allowed) const {
+  for (const Bit& b : reads) {
+    if (b.field < 0 || b.field >= static_cast<int>(fields_.size()) || b.bit < 0 || b.bit >= fields_[b.field].width)
+      return sdk::invalid_argument("op " + op + ": reads an invalid bit");
+    if (fields_[b.field].superseded_by >= 0 && b.field != allowed)
+      return sdk::invalid_argument("op " + op + ": reads " + bit_name(b) + ", whose slot was overwritten by " +
+                                   fields_[fields_[b.field].superseded_by].full_name());
+  }
+  return sdk::Status::ok();
+}
+
+namespace {
+void add_unique(std::vector<Bit>& v, Bit b) {
+  b.neg = false;
+  if (std::find(v.begin(), v.end(), b) == v.end()) v.push_back(b);
+}
+}  // namespace
+
+sdk::Status Circuit::add_mlp(const std::string& name, MlpOp op, int overwrites) {
+  Op o;
+  o.name = name;
+  o.is_mlp = true;
+  o.overwrites = overwrites;
+  for (Neuron& n : op.neurons) {
+    if (auto en = enable()) {
+      // Off-token guard: gate gets -2^17 on !enable; a constant up (bias 1) becomes `enable`.
+      n.gate.terms.push_back(Term{!*en, -kEnableGain});
+      if (n.up.terms.empty() && n.up.bias == 1) n.up = Affine{{Term{*en, 1}}, 0};
+    }
+    for (const Term& t : n.gate.terms) add_unique(o.reads, t.bit);
+    for (const Term& t : n.up.terms) add_unique(o.reads, t.bit);
+    for (const Term& t : n.down) add_unique(o.writes, t.bit);
+  }
+  QGPU_RETURN_IF_ERROR(check_reads(name, o.reads, overwrites));
+  int index = static_cast<int>(ops_.size());
+  for (const Bit& b : o.writes) {
+    const Field& f = fields_[b.field];
+    if (f.kind != FieldKind::kComputed)
+      return sdk::invalid_argument("op " + name + ": writes " + bit_name(b) + ", which is not a computed field");
+    int w = writer_[b.field][b.bit];
+    if (w >= 0 && w != index)
+      return sdk::invalid_argument("op " + name + ": " + bit_name(b) + " is already written by op " + ops_[w].name);
+  }
+  for (const Bit& b : o.writes) writer_[b.field][b.bit] = index;
+  o.mlp = std::move(op);
+  ops_.push_back(std::move(o));
+  return sdk::Status::ok();
+}
+
+sdk::Expected<int> Circuit::add_ram(const std::string& owner, const std::string& name, int rows, int width) {
+  if (rows <= 0 || width <= 0)
+    return sdk::invalid_argument("ram " + owner + "." + name + ": rows and width must be positive");
+  for (const Ram& r : rams_)
+    if (r.owner == owner && r.name == name)
+      return sdk::invalid_argument("ram " + owner + "." + name + " declared twice");
+  Ram r;
+  r.owner = owner;
+  r.name = name;
+  r.rows = rows;
+  r.width = width;
+  rams_.push_back(std::move(r));
+  return static_cast<int>(rams_.size()) - 1;
+}
+
+sdk::Status Circuit::ram_write(int ram, const Word& addr, const Word& data, std::optional<Bit> we) {
+  if (ram < 0 || ram >= static_cast<int>(rams_.size())) return sdk::invalid_argument("ram_write: unknown ram");
+  Ram& r = rams_[ram];
+  std::string rn = r.owner + "." + r.name;
+  if (r.has_write) return sdk::unsupported("ram " + rn + ": one write port per ram (a head takes one key per token)");
+  if (static_cast<int>(data.size()) != r.width)
+    return sdk::invalid_argument("ram " + rn + ": write data has " + std::to_string(data.size()) + " bits, width is " +
+                                 std::to_string(r.width));
+  if (addr.empty() || addr.size() > 30 || (1LL << addr.size()) < r.rows)
+    return sdk::invalid_argument("ram " + rn + ": write address of " + std::to_string(addr.size()) +
+                                 " bits cannot reach " + std::to_string(r.rows) + " rows");
+  for (const Op& o : ops_)
+    if (!o.is_mlp && o.gdn.kind == GdnOp::Kind::kRamRead && o.gdn.ram == ram)
+      return sdk::invalid_argument("ram " + rn + ": declare the write port before the first read port");
+  std::vector<Bit> reads;
+  for (Bit b : addr) reads.push_back(b);
+  for (Bit b : data) reads.push_back(b);
+  if (we) reads.push_back(*we);
+  QGPU_RETURN_IF_ERROR(check_reads("ram " + rn + " write port", reads));
+  r.has_write = true;
+  r.wr_addr = addr;
+  r.wr_data = data;
+  r.wr_enable = we;
+  return sdk::Status::ok();
+}
+
+sdk::Expected<Word> Circuit::ram_read(int ram, const std::string& name, const Word& addr, std::optional<Bit> enable) {
+  if (ram < 0 || ram >= static_cast<int>(rams_.size())) return sdk::invalid_argument("ram_read: unknown ram");
+  const Ram& r = rams_[ram];
+  std::string rn = r.owner + "." + r.name;
+  if (!r.has_write) return sdk::invalid_argument("ram " + rn + ": read port before any write port");
+  if (addr.empty() || addr.size() > 30 || (1LL << addr.size()) < r.rows)
+    return sdk::invalid_argument("ram " + rn + ": read address of " + std::to_string(addr.size()) +
+                                 " bits cannot reach " + std::to_string(r.rows) + " rows");
+  auto out = computed(r.owner, name, r.width);
+  if (!out) return out.status();
+  Op o;
+  o.name = rn + ".read." + name;
+  o.is_mlp = false;
+  o.gdn.kind = GdnOp::Kind::kRamRead;
+  o.gdn.ram = ram;
+  o.gdn.addr = addr;
+  o.gdn.enable = enable;
+  o.gdn.out_field = out->front().field;
+  for (Bit b : addr) add_unique(o.reads, b);
+  if (enable) add_unique(o.reads, *enable);
+  // The replica's write port is part of this op: its inputs must be ready in the same layer.
+  for (Bit b : r.wr_addr) add_unique(o.reads, b);
+  for (Bit b : r.wr_data) add_unique(o.reads, b);
+  if (r.wr_enable) add_unique(o.reads, *r.wr_enable);
+  QGPU_RETURN_IF_ERROR(check_reads(o.name, o.reads));
+  for (Bit b : *out) o.writes.push_back(b);
+  int index = static_cast<int>(ops_.size());
+  for (Bit b : *out) writer_[b.field][b.bit] = index;
+  ops_.push_back(std::move(o));
+  return out;
+}
+
+sdk::Expected<Word> Circuit::previous(const std::string& name, const Word& src, int lag, std::optional<Bit> enable) {
+  if (lag < 1 || lag > 3)
+    return sdk::invalid_argument("previous " + name + ": lag " + std::to_string(lag) +
+                                 " outside the conv1d window (1..3)");
+  if (src.empty()) return sdk::invalid_argument("previous " + name + ": empty source");
+  const Field& f0 = fields_[src.front().field];
+  auto out = computed(f0.owner, name, static_cast<int>(src.size()));
+  if (!out) return out.status();
+  Op o;
+  o.name = f0.owner + "." + name;
+  o.is_mlp = false;
+  o.gdn.kind = GdnOp::Kind::kPrevious;
+  o.gdn.src = src;
+  o.gdn.lag = lag;
+  o.gdn.enable = enable;
+  o.gdn.out_field = out->front().field;
+  for (Bit b : src) add_unique(o.reads, b);
+  if (enable) add_unique(o.reads, *enable);
+  QGPU_RETURN_IF_ERROR(check_reads(o.name, o.reads));
+  for (Bit b : *out) o.writes.push_back(b);
+  int index = static_cast<int>(ops_.size());
+  for (Bit b : *out) writer_[b.field][b.bit] = index;
+  ops_.push_back(std::move(o));
+  return out;
+}
+
+sdk::Expected<Word> Circuit::alias(const Word& old, const std::string& name) {
+  if (old.empty()) return sdk::invalid_argument("alias " + name + ": empty word");
+  int fid = old.front().field;
+  for (std::size_t i = 0; i < old.size(); ++i)
+    if (old[i].field != fid || old[i].bit != static_cast<int>(i) || old[i].neg)
+      return sdk::invalid_argument("alias " + name + ": must name a whole field, bit 0 first, positive rails");
+  Field& f = fields_[fid];
+  if (static_cast<int>(old.size()) != f.width)
+    return sdk::invalid_argument("alias " + name + ": must name a whole field");
+  if (f.kind != FieldKind::kComputed && f.kind != FieldKind::kInput)
+    return sdk::invalid_argument("alias " + name + ": cannot overwrite a constant");
+  if (f.superseded_by >= 0)
+    return sdk::invalid_argument("alias " + name + ": " + f.full_name() + " was already overwritten");
+  std::string owner = f.owner;
+  auto out = computed(owner, name, f.width);
+  if (!out) return out.status();
+  int root = fields_[fid].alias_of >= 0 ? fields_[fid].alias_of : fid;
+  fields_.back().alias_of = root;
+  fields_[fid].superseded_by = out->front().field;
+  return out;
+}
+
+}  // namespace qgpu::weights
