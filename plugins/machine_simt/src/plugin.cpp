@@ -1,12 +1,11 @@
-// machine_simt: the 4-lane SIMT GPU — ISA, lowering, reference interpreter,
-// token codec and circuit.
-//
-// This build provides the descriptor, the machine parameters (validated from
-// the config) and the description. Lowering and the interpreter arrive with
-// the machine issue; until then they answer "not available in this build".
+// machine_simt: the 4-lane SIMT GPU — ISA, lowering, reference interpreter
+// (this build), token codec and circuit (later issues).
 #include <array>
 #include <string>
 
+#include "config.h"
+#include "interp.h"
+#include "lower.h"
 #include "qgpu/sdk/sdk.h"
 
 namespace qgpu::simt {
@@ -34,22 +33,30 @@ class SimtMachine final : public sdk::Machine {
       if (!value) return value.error();
       d.properties.emplace_back(spec.name, std::to_string(*value));
     }
+    d.properties.emplace_back("opcodes", std::to_string(kOpCount));
     d.capabilities = {
-        {"lower", false, "not available in this build (KernelIR -> machine blocks arrives with the machine issue)"},
-        {"interpret", false, "not available in this build (reference interpreter arrives with the machine issue)"},
+        {"lower", true, "KernelIR -> machine blocks (docs/ISA.md)"},
+        {"interpret", true, "reference interpreter (the semantic oracle)"},
         {"circuit", false, "not available in this build (machine as layer weights arrives with the circuit issue)"},
     };
     return d;
   }
 
   sdk::Expected<std::unique_ptr<sdk::MachineProgram>> lower(const sdk::KernelIR& kernel,
-                                                            const sdk::LaunchShape&) override {
-    return sdk::not_available("lowering kernel '" + kernel.name + "' (machine_simt)");
+                                                            const sdk::LaunchShape& shape) override {
+    auto config = MachineConfig::from_options(options_);
+    if (!config) return config.error();
+    auto program = lower_kernel(kernel, shape, *config);
+    if (!program) return program.error();
+    return std::unique_ptr<sdk::MachineProgram>(std::move(*program));
   }
 
-  sdk::Expected<sdk::LaunchResult> interpret(const sdk::MachineProgram&, const std::vector<sdk::LaunchArg>&,
-                              const sdk::InterpretOptions&) override {
-    return sdk::not_available("the reference interpreter (machine_simt)");
+  sdk::Expected<sdk::LaunchResult> interpret(const sdk::MachineProgram& program,
+                                             const std::vector<sdk::LaunchArg>& args,
+                                             const sdk::InterpretOptions& options) override {
+    const auto* simt = dynamic_cast<const Program*>(&program);
+    if (simt == nullptr) return sdk::invalid_argument("machine_simt: the program was not lowered by machine_simt");
+    return interpret_program(*simt, args, options);
   }
 
  private:
