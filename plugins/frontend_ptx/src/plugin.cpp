@@ -1,14 +1,13 @@
 // frontend_ptx: CUDA C (through clang-16) and PTX -> KernelIR.
 //
-// This build provides the plugin's descriptor, options and description. The
-// PTX parser and the MLIR passes arrive with the frontend issue; until then
-// compile() answers "not available in this build".
+// The plugin object only reads its options and calls the pipeline
+// (pipeline.h): clang for CUDA, then our PTX parser, MLIR passes and the
+// KernelIR conversion.
 #include <array>
-#include <cstdlib>
-#include <filesystem>
+#include <exception>
 #include <string>
-#include <system_error>
 
+#include "pipeline.h"
 #include "qgpu/sdk/sdk.h"
 
 namespace qgpu::ptx {
@@ -21,51 +20,77 @@ constexpr std::array kOptions = {
     sdk::option_int("opt_level", "2", 0, 3, "clang optimisation level"),
 };
 
-// Finds an executable on PATH (or checks an explicit path); "" when absent.
-std::string find_program(const std::string& name) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (name.find('/') != std::string::npos) return fs::exists(name, ec) ? name : std::string();
-  const char* path = std::getenv("PATH");
-  std::string_view rest = path ? path : "";
-  while (!rest.empty()) {
-    auto colon = rest.find(':');
-    fs::path candidate = fs::path(std::string(rest.substr(0, colon))) / name;
-    if (fs::exists(candidate, ec)) return candidate.string();
-    if (colon == std::string_view::npos) break;
-    rest.remove_prefix(colon + 1);
-  }
-  return {};
-}
-
 class PtxFrontend final : public sdk::Frontend {
  public:
   explicit PtxFrontend(const sdk::PluginContext& context) : options_(context.options) {}
 
   sdk::Expected<sdk::Description> describe() const override {
-    sdk::Description d;
-    auto clang = options_.get_string("clang");
+    auto clang = clang_options();
     if (!clang) return clang.error();
-    const std::string clang_path = find_program(*clang);
+    sdk::Description d;
+    const std::string clang_path = find_clang(clang->clang);
+    auto prelude = find_prelude();
     d.properties = {
         {"languages", "CUDA C (.cu), PTX (.ptx)"},
-        {"clang", clang_path.empty() ? *clang + " (not found on PATH)" : clang_path},
-        {"target", *options_.get_string("gpu_arch") + " " + *options_.get_string("ptx_features")},
+        {"clang", clang_path.empty() ? clang->clang + " (not found on PATH)" : clang_path},
+        {"target", clang->gpu_arch + " " + clang->ptx_features + " -O" + std::to_string(clang->opt_level)},
+        {"prelude", prelude ? *prelude : prelude.error().message()},
+        {"ir", "PTX -> MLIR (llvm, nvvm, cf) -> canonicalize, drop-trivial-block-args, cse, symbol-dce -> KernelIR"},
     };
+    std::string cuda_detail = "clang-16 subprocess with the qgpu CUDA prelude";
+    bool cuda_ok = true;
+    if (clang_path.empty()) {
+      cuda_ok = false;
+      cuda_detail = "clang driver '" + clang->clang + "' not found";
+    } else if (!prelude) {
+      cuda_ok = false;
+      cuda_detail = prelude.error().message();
+    }
     d.capabilities = {
-        {"compile.cuda", false, "not available in this build (CUDA -> PTX via clang arrives with the frontend)"},
-        {"compile.ptx", false, "not available in this build (PTX parser -> MLIR LLVM/NVVM arrives with the frontend)"},
+        {"compile.cuda", cuda_ok, cuda_detail},
+        {"compile.ptx", true, "PTX from clang, nvcc or by hand (integer subset, see docs/FRONTEND.md)"},
     };
     return d;
   }
 
   sdk::Expected<sdk::KernelModule> compile(const sdk::SourceInput& input) override {
-    return sdk::not_available("compiling '" + input.path + "' (frontend_ptx: CUDA/PTX compilation)");
+    auto clang = clang_options();
+    if (!clang) return clang.error();
+    try {
+      auto r = compile_source(input, *clang, PipelineOptions{});
+      if (!r) return r.error();
+      return std::move(r->module);
+    } catch (const std::exception& e) {
+      return sdk::internal_error(std::string("frontend_ptx: ") + e.what());
+    }
   }
 
  private:
+  sdk::Expected<ClangOptions> clang_options() const {
+    ClangOptions c;
+    auto clang = options_.get_string("clang");
+    if (!clang) return clang.error();
+    auto arch = options_.get_string("gpu_arch");
+    if (!arch) return arch.error();
+    auto features = options_.get_string("ptx_features");
+    if (!features) return features.error();
+    auto opt = options_.get_int("opt_level");
+    if (!opt) return opt.error();
+    c.clang = *clang;
+    c.gpu_arch = *arch;
+    c.ptx_features = *features;
+    c.opt_level = static_cast<int>(*opt);
+    return c;
+  }
+
+  static std::string find_clang(const std::string& name);
+
   sdk::Options options_;
 };
+
+std::string PtxFrontend::find_clang(const std::string& name) {
+  return find_program(name);
+}
 
 }  // namespace
 }  // namespace qgpu::ptx

@@ -1,0 +1,60 @@
+// The frontend's pipeline, without MLIR or clang types in its interface:
+//
+//   CUDA C --clang-16--> PTX text --parse_ptx--> ptx::Module --build--> MLIR (llvm + nvvm + cf)
+//        --passes (canonicalize, drop-trivial-block-args, cse, symbol-dce)--> MLIR --convert--> KernelIR
+#pragma once
+
+#include <string>
+
+#include "qgpu/sdk/frontend.h"
+#include "qgpu/sdk/status.h"
+
+namespace qgpu::ptx {
+
+struct PipelineOptions {
+  bool keep_parsed_mlir = false;  // fill PipelineResult::parsed_mlir (as built from PTX)
+  bool keep_final_mlir = false;   // fill PipelineResult::final_mlir (after the passes)
+  bool run_passes = true;         // false: convert the MLIR as built (for tests of the passes)
+  // When set (CUDA input), KernelIR locations are this file's positions taken from the PTX's .loc
+  // lines; instructions without one get line 0.
+  std::string debug_source;
+};
+
+struct PipelineResult {
+  sdk::KernelModule module;
+  std::string parsed_mlir;
+  std::string final_mlir;
+};
+
+// PTX text -> KernelIR, one kernel per .entry. `path` names the PTX in diagnostics.
+sdk::Expected<PipelineResult> compile_ptx(const std::string& text, const std::string& path,
+                                          const PipelineOptions& options);
+
+struct ClangOptions {
+  std::string clang = "clang++-16";
+  std::string gpu_arch = "sm_75";
+  std::string ptx_features = "+ptx70";
+  int opt_level = 2;
+  bool line_tables = true;  // -gline-tables-only: .loc lines map KernelIR back to the CUDA source
+  std::string prelude;      // path of qgpu_cuda_prelude.h
+};
+
+// CUDA C file -> PTX text through clang (a subprocess in a private temp dir).
+// Errors carry clang's first error line ("file:line:col: error: ...").
+sdk::Expected<std::string> cuda_to_ptx(const std::string& cuda_path, const ClangOptions& options);
+
+// Where the prelude lives for the library (or executable) containing this code:
+// beside it, or in <prefix>/share/qgpu/ relative to <prefix>/lib/qgpu/plugins or <prefix>/bin.
+sdk::Expected<std::string> find_prelude();
+
+// An executable on PATH (or an explicit path that exists); "" when absent.
+std::string find_program(const std::string& name);
+
+// Reads a whole file; the error names it.
+sdk::Expected<std::string> read_text_file(const std::string& path);
+
+// The full frontend: picks the language from the extension (or `input.language`), runs clang for CUDA.
+sdk::Expected<PipelineResult> compile_source(const sdk::SourceInput& input, const ClangOptions& clang,
+                                             const PipelineOptions& options);
+
+}  // namespace qgpu::ptx

@@ -1,0 +1,94 @@
+// The parsed form of a PTX file: what the hand-written parser produces and
+// the MLIR builder consumes. Plain C++ (no MLIR), so the parser stays cheap to
+// compile and test.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "qgpu/sdk/status.h"
+
+namespace qgpu::ptx {
+
+struct SrcLoc {
+  std::uint32_t line = 0;
+  std::uint32_t column = 0;
+};
+
+struct Operand {
+  enum class Kind : std::uint8_t {
+    kReg,   // %r1, %tid.x (also special registers), a symbol such as a shared variable or label
+    kImm,   // 42, -1, 0x1f
+    kAddr,  // [base+offset]; base may be empty ([imm] absolute)
+    kPair,  // %r1|%p1 (shfl's optional predicate output, setp's two outputs)
+    kSink,  // _
+  };
+  Kind kind = Kind::kImm;
+  std::string name;       // kReg: register or symbol; kAddr: base; kPair: first
+  std::string name2;      // kPair: second
+  std::int64_t imm = 0;   // kImm: value; kAddr: offset
+  bool negated = false;   // !%p
+  bool is_float = false;  // kImm: a floating-point literal (text in `name`), rejected by the builder
+  SrcLoc loc;
+};
+
+struct Statement {
+  enum class Kind : std::uint8_t { kLabel, kInstr };
+  Kind kind = Kind::kInstr;
+  std::string label;  // kLabel
+  std::string guard;  // "" when unpredicated
+  bool guard_negated = false;
+  std::vector<std::string> opcode;  // "ld.global.u32" -> {"ld", "global", "u32"}
+  std::vector<Operand> operands;
+  SrcLoc loc;
+  SrcLoc opcode_loc;
+  // The latest `.loc file line col` before this statement (file -1: none): a CUDA source position.
+  int dbg_file = -1;
+  SrcLoc dbg_loc;
+};
+
+struct ParamDecl {
+  std::string name;
+  std::string type;  // "u32", "u64", "s32", ...
+  SrcLoc loc;
+};
+
+struct SharedDecl {
+  std::string name;
+  std::uint64_t bytes = 0;
+  std::uint32_t align = 4;
+  SrcLoc loc;
+};
+
+struct RegDecl {
+  std::string type;  // "b32", "pred", "u64", ...
+  SrcLoc loc;
+};
+
+struct Entry {
+  std::string name;
+  SrcLoc loc;
+  std::vector<ParamDecl> params;
+  std::map<std::string, RegDecl> regs;  // every declared register, ranges expanded
+  std::vector<SharedDecl> shared;       // declared inside the entry (clang/nvcc "demoted" variables)
+  std::vector<Statement> body;
+  int dbg_file = -1;  // the entry's first .loc
+  SrcLoc dbg_loc;
+};
+
+struct Module {
+  std::string path;
+  std::vector<SharedDecl> shared;  // module scope
+  std::vector<Entry> entries;
+  std::map<int, std::string> files;  // .file N "path"
+};
+
+// "file:line:col" for diagnostics.
+std::string format_loc(const std::string& path, SrcLoc loc);
+
+// Parses PTX text; errors are "file:line:col: error: ..." (sdk::error_at).
+sdk::Expected<Module> parse_ptx(const std::string& text, const std::string& path);
+
+}  // namespace qgpu::ptx
