@@ -1,0 +1,227 @@
+// bench/base: prefill and decode tokens/s of a Qwen3.5-2B-shaped stack on the
+// LibTorch backend (random weights), the mat-vec floor, and peak RSS.
+//
+//   qgpu_bench_base [--dtype f32|bf16] [--layers N] [--prompt T] [--decode N] [--threads N] [--vocab V]
+//
+// Without --dtype it runs itself once per dtype (separate processes, so each
+// peak RSS is its own). The mat-vec floor is the time of one token's weight
+// mat-vecs alone (every Linear of the stack and the lm_head, [1, in] x W^T,
+// through the same backend call); decode can approach it but not beat it.
+#include <sys/resource.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "qwen35_stack.h"
+#include "torch_backend.h"
+
+namespace {
+
+using namespace qgpu;
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+double peak_rss_mib() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_maxrss / 1024.0;
+}
+
+template <typename T>
+T must(sdk::Expected<T> e, const char* what) {
+  if (!e) {
+    std::fprintf(stderr, "bench_base: %s: %s\n", what, e.error().to_string().c_str());
+    std::exit(1);
+  }
+  return std::move(e).value();
+}
+
+struct Args {
+  std::string dtype;
+  int layers = 4, prompt = 256, decode = 32, threads = 2;
+  std::int64_t vocab = 8192;
+};
+
+int run(const Args& args) {
+  using torch_backend::Qwen35Config;
+  Qwen35Config cfg;
+  cfg.hidden_size = 2048;
+  cfg.intermediate_size = 6144;
+  cfg.vocab_size = args.vocab;
+  for (int i = 0; i < args.layers; ++i) cfg.layer_types.push_back(i % 4 == 3 ? "full_attention" : "linear_attention");
+  cfg.delta_net = {16, 16, 128, 128, 4, 1e-6};
+  cfg.attention = {8, 2, 256, 64, 1e7, 1e-6};
+  const auto dtype = must(sdk::parse_dtype(args.dtype), "--dtype");
+  torch_backend::TorchBackend backend(torch_backend::BackendOptions{{}, dtype, args.threads});
+
+  // Random weights: a shared pool of N(0,1) values, each tensor a scaled window of it.
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal;
+  std::vector<float> pool(1 << 22);
+  for (auto& v : pool) v = normal(rng);
+  std::map<std::string, sdk::Handle<sdk::Tensor>> weights;
+  std::vector<std::pair<std::string, std::vector<std::int64_t>>> linears;  // for the floor
+  std::size_t cursor = 0;
+  std::vector<float> buffer;
+  auto add = [&](const std::string& name, std::vector<std::int64_t> shape, float scale, float offset = 0) {
+    std::int64_t n = 1;
+    for (auto d : shape) n *= d;
+    buffer.resize(static_cast<std::size_t>(n));
+    for (auto& v : buffer) v = offset + scale * pool[cursor++ % pool.size()];
+    cursor += 12345;
+    sdk::TensorView view;
+    view.data = buffer.data();
+    view.rank = static_cast<std::int32_t>(shape.size());
+    for (std::size_t i = 0; i < shape.size(); ++i) view.shape[i] = shape[i];
+    weights.emplace(name, must(backend.upload(view), "upload"));
+    if (shape.size() == 2 && name.find("embed") == std::string::npos) linears.emplace_back(name, shape);
+  };
+  const std::int64_t H = cfg.hidden_size, I = cfg.intermediate_size, K = 16 * 128, V = 16 * 128;
+  auto lin = [&](const std::string& name, std::int64_t out, std::int64_t in) {
+    add(name, {out, in}, 1.0f / std::sqrt(static_cast<float>(in)));
+  };
+  add("embed_tokens.weight", {cfg.vocab_size, H}, 1.0f);
+  add("norm.weight", {H}, 0.1f);
+  for (int i = 0; i < args.layers; ++i) {
+    const std::string p = "layers." + std::to_string(i) + ".";
+    if (cfg.layer_types[i] == "linear_attention") {
+      const std::string a = p + "linear_attn.";
+      lin(a + "in_proj_qkv.weight", 2 * K + V, H);
+      lin(a + "in_proj_z.weight", V, H);
+      lin(a + "in_proj_b.weight", 16, H);
+      lin(a + "in_proj_a.weight", 16, H);
+      add(a + "conv1d.weight", {2 * K + V, 1, 4}, 0.5f);
+      add(a + "dt_bias", {16}, 0.5f);
+      add(a + "A_log", {16}, 0.5f, 1.0f);
+      add(a + "norm.weight", {128}, 0.1f, 1.0f);
+      lin(a + "out_proj.weight", H, V);
+    } else {
+      const std::string a = p + "self_attn.";
+      lin(a + "q_proj.weight", 2 * 8 * 256, H);
+      lin(a + "k_proj.weight", 2 * 256, H);
+      lin(a + "v_proj.weight", 2 * 256, H);
+      lin(a + "o_proj.weight", H, 8 * 256);
+      add(a + "q_norm.weight", {256}, 0.1f);
+      add(a + "k_norm.weight", {256}, 0.1f);
+    }
+    lin(p + "mlp.gate_proj.weight", I, H);
+    lin(p + "mlp.up_proj.weight", I, H);
+    lin(p + "mlp.down_proj.weight", H, I);
+    add(p + "input_layernorm.weight", {H}, 0.1f);
+    add(p + "post_attention_layernorm.weight", {H}, 0.1f);
+  }
+  buffer = {};
+  auto stack = must(torch_backend::Qwen35Stack::create(backend, cfg,
+                                                       [&](const std::string& n) -> const sdk::Tensor* {
+                                                         auto it = weights.find(n);
+                                                         return it == weights.end() ? nullptr : it->second.get();
+                                                       }),
+                    "stack");
+
+  std::vector<std::int64_t> prompt(static_cast<std::size_t>(args.prompt));
+  for (auto& id : prompt) id = static_cast<std::int64_t>(rng() % cfg.vocab_size);
+  std::vector<float> logit(static_cast<std::size_t>(cfg.vocab_size));
+  auto view = must(sdk::make_view(logit.data(), sdk::DType::kF32, {1, cfg.vocab_size}), "view");
+
+  // Warm-up (allocator, oneDNN primitives), then the measured runs.
+  (void)must(stack.forward(std::span(prompt.data(), 8), false), "warm-up");
+  stack.reset();
+  auto t0 = Clock::now();
+  auto last = must(stack.forward(prompt, false), "prefill");
+  if (!backend.download(*last, view)) return 1;
+  const double prefill_s = seconds_since(t0);
+
+  std::int64_t next = 0;
+  t0 = Clock::now();
+  for (int s = 0; s < args.decode; ++s) {
+    auto l = must(stack.forward(std::span(&next, 1), false), "decode");
+    if (!backend.download(*l, view)) return 1;
+    next = std::max_element(logit.begin(), logit.end()) - logit.begin();
+  }
+  const double decode_s = seconds_since(t0);
+
+  // Mat-vec floor: one token through every Linear of the stack (lm_head included).
+  std::map<std::int64_t, sdk::Handle<sdk::Tensor>> inputs;
+  for (const auto& [name, shape] : linears) {
+    if (!inputs.count(shape[1])) {
+      std::vector<float> x(static_cast<std::size_t>(shape[1]), 0.01f);
+      inputs.emplace(shape[1], must(backend.upload(*sdk::make_view(x.data(), sdk::DType::kF32, {1, shape[1]})), "x"));
+    }
+  }
+  auto lm_head = weights.find("embed_tokens.weight");
+  auto floor_once = [&] {
+    for (const auto& [name, shape] : linears) (void)must(backend.linear(*inputs[shape[1]], *weights[name]), "linear");
+    (void)must(backend.linear(*inputs[H], *lm_head->second), "lm_head");
+  };
+  floor_once();
+  const int reps = 10;
+  t0 = Clock::now();
+  for (int r = 0; r < reps; ++r) floor_once();
+  const double floor_s = seconds_since(t0) / reps;
+
+  const double decode_tok_s = args.decode / decode_s;
+  std::printf(
+      "%-4s layers %d (hidden 2048, mlp 6144, DeltaNet 16+16x128, attention 8q/2kv x256), vocab %lld, threads %d\n"
+      "     prefill %d tokens: %.2f s = %.1f tokens/s\n"
+      "     decode %d tokens: %.3f s = %.2f tokens/s (%.1f ms/token)\n"
+      "     mat-vec floor: %.1f ms/token = %.2f tokens/s; decode reaches %.0f%% of it\n"
+      "     peak RSS %.0f MiB\n",
+      args.dtype.c_str(), args.layers, static_cast<long long>(cfg.vocab_size), args.threads, args.prompt, prefill_s,
+      args.prompt / prefill_s, args.decode, decode_s, decode_tok_s, 1e3 * decode_s / args.decode, 1e3 * floor_s,
+      1.0 / floor_s, 100.0 * floor_s / (decode_s / args.decode), peak_rss_mib());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args args;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "bench_base: %s needs a value\n", a.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--dtype")
+      args.dtype = value();
+    else if (a == "--layers")
+      args.layers = std::stoi(value());
+    else if (a == "--prompt")
+      args.prompt = std::stoi(value());
+    else if (a == "--decode")
+      args.decode = std::stoi(value());
+    else if (a == "--threads")
+      args.threads = std::stoi(value());
+    else if (a == "--vocab")
+      args.vocab = std::stoll(value());
+    else {
+      std::fprintf(stderr, "bench_base: unknown argument '%s'\n", a.c_str());
+      return 2;
+    }
+  }
+  if (args.layers < 1 || args.prompt < 1 || args.decode < 1 || args.threads < 1 || args.vocab < 1) {
+    std::fprintf(stderr, "bench_base: --layers, --prompt, --decode, --threads and --vocab must be positive\n");
+    return 2;
+  }
+  if (!args.dtype.empty()) return run(args);
+  int rc = 0;
+  for (const char* dtype : {"f32", "bf16"}) {
+    std::string cmd = std::string("'") + argv[0] + "' --dtype " + dtype;
+    for (int i = 1; i < argc; ++i) cmd += std::string(" '") + argv[i] + "'";
+    std::fflush(stdout);
+    rc |= std::system(cmd.c_str());
+  }
+  return rc == 0 ? 0 : 1;
+}

@@ -1,0 +1,96 @@
+// Qwen3.5 decoder stack over the SDK backend calls (QWEN35.md section 2.1).
+#include "qwen35_stack.h"
+
+#include <utility>
+
+namespace qgpu::torch_backend {
+
+sdk::Expected<Qwen35Stack> Qwen35Stack::create(sdk::TensorBackend& backend, const Qwen35Config& config,
+                                               const WeightLookup& weights) {
+  Qwen35Stack stack(backend, config);
+  std::string missing;
+  auto get = [&](const std::string& name) {
+    const sdk::Tensor* t = weights(name);
+    if (t == nullptr && missing.empty()) missing = name;
+    return t;
+  };
+  stack.embed_ = get("embed_tokens.weight");
+  stack.final_norm_ = get("norm.weight");
+  stack.lm_head_ = config.tie_word_embeddings ? stack.embed_ : get("lm_head.weight");
+  for (std::size_t i = 0; i < config.layer_types.size(); ++i) {
+    const std::string p = "layers." + std::to_string(i) + ".";
+    Layer layer;
+    if (config.layer_types[i] == "linear_attention") {
+      const std::string a = p + "linear_attn.";
+      layer.delta_net = {get(a + "in_proj_qkv.weight"),
+                         get(a + "in_proj_z.weight"),
+                         get(a + "in_proj_b.weight"),
+                         get(a + "in_proj_a.weight"),
+                         get(a + "conv1d.weight"),
+                         get(a + "dt_bias"),
+                         get(a + "A_log"),
+                         get(a + "norm.weight"),
+                         get(a + "out_proj.weight")};
+    } else if (config.layer_types[i] == "full_attention") {
+      const std::string a = p + "self_attn.";
+      layer.linear = false;
+      layer.attention = {get(a + "q_proj.weight"), get(a + "k_proj.weight"), get(a + "v_proj.weight"),
+                         get(a + "o_proj.weight"), get(a + "q_norm.weight"), get(a + "k_norm.weight")};
+    } else {
+      return sdk::unsupported("layer " + std::to_string(i) + " has type '" + config.layer_types[i] +
+                              "' (expected linear_attention or full_attention)");
+    }
+    layer.mlp = {get(p + "mlp.gate_proj.weight"), get(p + "mlp.up_proj.weight"), get(p + "mlp.down_proj.weight")};
+    layer.input_norm = get(p + "input_layernorm.weight");
+    layer.post_norm = get(p + "post_attention_layernorm.weight");
+    auto state = backend.create_state();
+    if (!state) return state.error();
+    layer.state = std::move(state).value();
+    stack.layers_.push_back(std::move(layer));
+  }
+  if (!missing.empty()) return sdk::not_found("Qwen3.5 weight '" + missing + "' is missing");
+  return stack;
+}
+
+#define QGPU_TRY_ASSIGN(lhs, expr)        \
+  do {                                    \
+    auto qgpu_e_ = (expr);                \
+    if (!qgpu_e_) return qgpu_e_.error(); \
+    lhs = std::move(qgpu_e_).value();     \
+  } while (false)
+
+sdk::Expected<sdk::Handle<sdk::Tensor>> Qwen35Stack::forward(std::span<const std::int64_t> ids, bool all_logits,
+                                                             sdk::DeltaRule rule,
+                                                             std::vector<sdk::Handle<sdk::Tensor>>* hidden) {
+  auto& be = *backend_;
+  sdk::Handle<sdk::Tensor> h, x, mixed;
+  QGPU_TRY_ASSIGN(h, be.embed(*embed_, ids));
+  for (auto& layer : layers_) {
+    QGPU_TRY_ASSIGN(x, be.rms_norm(*h, *layer.input_norm, config_.rms_norm_eps));
+    if (layer.linear) {
+      QGPU_TRY_ASSIGN(mixed, be.gated_delta_net(*x, layer.delta_net, config_.delta_net, *layer.state, rule));
+    } else {
+      QGPU_TRY_ASSIGN(mixed, be.gated_attention(*x, layer.attention, config_.attention, *layer.state));
+    }
+    QGPU_TRY_ASSIGN(h, be.add(*h, *mixed));
+    QGPU_TRY_ASSIGN(x, be.rms_norm(*h, *layer.post_norm, config_.rms_norm_eps));
+    QGPU_TRY_ASSIGN(mixed, be.mlp(*x, layer.mlp));
+    QGPU_TRY_ASSIGN(h, be.add(*h, *mixed));
+    if (hidden != nullptr) {
+      sdk::Handle<sdk::Tensor> copy;
+      QGPU_TRY_ASSIGN(copy, be.rows(*h, 0, h->dim(0)));
+      hidden->push_back(std::move(copy));
+    }
+  }
+  tokens_ += static_cast<std::int64_t>(ids.size());
+  if (!all_logits) QGPU_TRY_ASSIGN(h, be.rows(*h, h->dim(0) - 1, h->dim(0)));
+  QGPU_TRY_ASSIGN(x, be.rms_norm(*h, *final_norm_, config_.rms_norm_eps));
+  return be.linear(*x, *lm_head_);
+}
+
+void Qwen35Stack::reset() {
+  for (auto& layer : layers_) layer.state->reset();
+  tokens_ = 0;
+}
+
+}  // namespace qgpu::torch_backend

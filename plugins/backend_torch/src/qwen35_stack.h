@@ -1,0 +1,69 @@
+// A whole Qwen3.5 text model run through sdk::TensorBackend calls only: the
+// reference for how a base model drives the backend (prefill and decode), used
+// by the tests and bench/base. No LibTorch here.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "qgpu/sdk/tensor_backend.h"
+
+namespace qgpu::torch_backend {
+
+struct Qwen35Config {
+  std::int64_t hidden_size = 0;
+  std::int64_t intermediate_size = 0;
+  std::int64_t vocab_size = 0;
+  std::vector<std::string> layer_types;  // "linear_attention" | "full_attention"
+  sdk::DeltaNetShape delta_net;
+  sdk::AttentionShape attention;
+  double rms_norm_eps = 1e-6;
+  bool tie_word_embeddings = true;
+};
+
+// Uploaded weights by Hugging Face name without the prefix, e.g.
+// "layers.0.linear_attn.in_proj_qkv.weight"; nullptr when absent.
+using WeightLookup = std::function<const sdk::Tensor*(const std::string& name)>;
+
+class Qwen35Stack {
+ public:
+  // Resolves every weight the config needs; an error names the first missing one.
+  static sdk::Expected<Qwen35Stack> create(sdk::TensorBackend& backend, const Qwen35Config& config,
+                                           const WeightLookup& weights);
+
+  // Runs `ids` after the tokens already seen. Returns logits [T, vocab] (or
+  // [1, vocab] for the last position when all_logits is false), in the
+  // compute dtype. With `hidden`, appends each layer's output [T, H].
+  sdk::Expected<sdk::Handle<sdk::Tensor>> forward(std::span<const std::int64_t> ids, bool all_logits,
+                                                  sdk::DeltaRule rule = sdk::DeltaRule::kAuto,
+                                                  std::vector<sdk::Handle<sdk::Tensor>>* hidden = nullptr);
+  // Forget the sequence (every layer state back to empty).
+  void reset();
+  std::int64_t tokens() const { return tokens_; }
+
+ private:
+  struct Layer {
+    bool linear = true;
+    const sdk::Tensor* input_norm = nullptr;
+    const sdk::Tensor* post_norm = nullptr;
+    sdk::DeltaNetWeights delta_net;
+    sdk::AttentionWeights attention;
+    sdk::MlpWeights mlp;
+    sdk::Handle<sdk::LayerState> state;
+  };
+
+  Qwen35Stack(sdk::TensorBackend& backend, Qwen35Config config) : backend_(&backend), config_(std::move(config)) {}
+
+  sdk::TensorBackend* backend_;
+  Qwen35Config config_;
+  const sdk::Tensor* embed_ = nullptr;
+  const sdk::Tensor* final_norm_ = nullptr;
+  const sdk::Tensor* lm_head_ = nullptr;
+  std::vector<Layer> layers_;
+  std::int64_t tokens_ = 0;
+};
+
+}  // namespace qgpu::torch_backend
