@@ -238,21 +238,13 @@ class HostRun : public ::testing::Test {
     ASSERT_TRUE(doc.contains("arrays") && doc["arrays"].is_object()) << "no \"arrays\" object: " << r.out;
     const auto& arrays = doc["arrays"];
     const auto expected = case_.expected();
-    // Arrays are keyed by CUDA parameter name. A frontend that only knows PTX names (param0, ...)
-    // still lists them in parameter order: match by position then, and say so.
-    bool by_name = true;
-    for (const auto& e : expected) by_name = by_name && arrays.contains(e.first);
-    if (!by_name) {
-      ASSERT_EQ(arrays.size(), expected.size()) << "array names differ from the CUDA parameter names and the "
-                                                << "counts differ too: " << arrays.dump();
-      std::cout << "note: output arrays are not keyed by CUDA parameter names (" << arrays.dump().substr(0, 80)
-                << "...); matched by position\n";
+    // The CLI contract: arrays are keyed by their CUDA parameter names.
+    for (const auto& e : expected) {
+      ASSERT_TRUE(arrays.contains(e.first)) << "no array named '" << e.first << "' in " << arrays.dump();
     }
     const auto* g = current_golden(case_);
-    std::size_t position = 0;
     for (const auto& [name, words] : expected) {
-      const auto& value = by_name ? arrays[name] : std::next(arrays.begin(), static_cast<long>(position)).value();
-      ++position;
+      const auto& value = arrays[name];
       const auto got = to_words(value);
       if (!got) {
         ADD_FAILURE() << "array '" << name << "' is not a list of int32 words";

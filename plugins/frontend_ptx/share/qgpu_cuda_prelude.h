@@ -130,7 +130,23 @@ QGPU_DEV unsigned __brev(unsigned x) {
   return __builtin_bitreverse32(x);
 }
 
+QGPU_DEV int __ffs(int x) {
+  return x == 0 ? 0 : __builtin_ctz((unsigned)x) + 1;
+}
+QGPU_DEV int __mulhi(int a, int b) {
+  return (int)(((long long)a * (long long)b) >> 32);
+}
+QGPU_DEV unsigned __umulhi(unsigned a, unsigned b) {
+  return (unsigned)(((unsigned long long)a * (unsigned long long)b) >> 32);
+}
+
 // --- min/max
+QGPU_DEV unsigned umin(unsigned a, unsigned b) {
+  return a < b ? a : b;
+}
+QGPU_DEV unsigned umax(unsigned a, unsigned b) {
+  return a > b ? a : b;
+}
 QGPU_DEV int min(int a, int b) {
   return a < b ? a : b;
 }

@@ -218,7 +218,18 @@ sdk::Expected<PipelineResult> compile_source(const sdk::SourceInput& input, cons
   PipelineOptions with_debug = options;
   if (clang.line_tables) with_debug.debug_source = input.path;
   auto r = compile_ptx(*ptx, input.path + ".ptx", with_debug);
-  if (r) r->module.source_path = input.path;
+  if (!r) return r;
+  r->module.source_path = input.path;
+  // Give parameters the names the user wrote, so launch arguments can use them.
+  auto source = read_text_file(input.path);
+  if (!source) return source.error();
+  for (sdk::KernelIR& kernel : r->module.kernels) {
+    auto names = cuda_param_names(*source, kernel.name);
+    if (!names || names->size() != kernel.params.size()) continue;
+    for (std::size_t i = 0; i < names->size(); ++i) {
+      if (!(*names)[i].empty()) kernel.params[i].name = (*names)[i];
+    }
+  }
   return r;
 }
 

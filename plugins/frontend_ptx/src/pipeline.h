@@ -4,6 +4,7 @@
 //        --passes (canonicalize, drop-trivial-block-args, cse, symbol-dce)--> MLIR --convert--> KernelIR
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "qgpu/sdk/frontend.h"
@@ -29,6 +30,11 @@ struct PipelineResult {
 // PTX text -> KernelIR, one kernel per .entry. `path` names the PTX in diagnostics.
 sdk::Expected<PipelineResult> compile_ptx(const std::string& text, const std::string& path,
                                           const PipelineOptions& options);
+
+// The parameter names of the __global__ function behind a PTX entry (plain or
+// Itanium-mangled name), read from its CUDA source; nullopt when the source has
+// no such kernel. An empty string stands for an unnamed parameter.
+std::optional<std::vector<std::string>> cuda_param_names(const std::string& source, const std::string& entry);
 
 struct ClangOptions {
   std::string clang = "clang++-16";

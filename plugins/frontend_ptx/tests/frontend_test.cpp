@@ -724,5 +724,26 @@ TEST(Pipeline, MissingClangIsNamed) {
             "clang driver 'clang-that-does-not-exist-42' not found on PATH (frontend option 'clang')");
 }
 
+TEST(CudaSignatures, ParameterNamesFromSource) {
+  const std::string src = R"(
+    // __global__ void commented(int* x) {}
+    template <int N> __device__ int helper(int a);
+    extern "C" __global__ void dot(const int* __restrict__ a, const int *b, int* out, int n) {}
+    __global__ void
+    scale(int* data /* the array */, unsigned factor = 2) {}
+    __global__ void unnamed(int*, int n) {}
+    __global__ void arrays(int v[4], int (*table)[2]) {}
+    __global__ void nothing(void) {}
+  )";
+  using Names = std::vector<std::string>;
+  EXPECT_EQ(cuda_param_names(src, "dot"), (Names{"a", "b", "out", "n"}));
+  EXPECT_EQ(cuda_param_names(src, "_Z5scalePij"), (Names{"data", "factor"}));  // mangled C++ name
+  EXPECT_EQ(cuda_param_names(src, "unnamed"), (Names{"", "n"}));
+  EXPECT_EQ(cuda_param_names(src, "arrays"), (Names{"v", ""}));
+  EXPECT_EQ(cuda_param_names(src, "nothing"), Names{});
+  EXPECT_EQ(cuda_param_names(src, "commented"), std::nullopt);
+  EXPECT_EQ(cuda_param_names(src, "helper"), std::nullopt);
+}
+
 }  // namespace
 }  // namespace qgpu::ptx
