@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "qwen35_stack.h"
+#include "qgpu/qwen35/stack.h"
 #include "torch_backend.h"
 
 namespace {
@@ -52,7 +52,7 @@ struct Args {
 };
 
 int run(const Args& args) {
-  using torch_backend::Qwen35Config;
+  using qwen35::Qwen35Config;
   Qwen35Config cfg;
   cfg.hidden_size = 2048;
   cfg.intermediate_size = 6144;
@@ -120,7 +120,7 @@ int run(const Args& args) {
     add(p + "post_attention_layernorm.weight", {H}, 0.1f);
   }
   buffer = {};
-  auto stack = must(torch_backend::Qwen35Stack::create(backend, cfg,
+  auto stack = must(qwen35::Qwen35Stack::create(backend, cfg,
                                                        [&](const std::string& n) -> const sdk::Tensor* {
                                                          auto it = weights.find(n);
                                                          return it == weights.end() ? nullptr : it->second.get();

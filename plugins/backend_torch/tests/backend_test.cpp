@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "golden.h"
-#include "qwen35_stack.h"
+#include "qgpu/qwen35/stack.h"
 #include "torch_backend.h"
 
 namespace qgpu::sdk {
@@ -34,6 +34,8 @@ void PrintTo(DType dtype, std::ostream* os) {
 
 namespace qgpu::torch_backend {
 namespace {
+using qwen35::Qwen35Config;
+using qwen35::Qwen35Stack;
 
 using testing::Golden;
 using testing::GoldenTensor;

@@ -9,9 +9,10 @@
 #include <vector>
 
 #include "qgpu/sdk/tensor_view.h"
-#include "qwen35_stack.h"
+#include "qgpu/qwen35/stack.h"
 
 namespace qgpu::torch_backend::testing {
+using qwen35::Qwen35Config;
 
 struct GoldenTensor {
   sdk::DType dtype = sdk::DType::kF32;

@@ -1,9 +1,9 @@
 // Qwen3.5 decoder stack over the SDK backend calls (QWEN35.md section 2.1).
-#include "qwen35_stack.h"
+#include "qgpu/qwen35/stack.h"
 
 #include <utility>
 
-namespace qgpu::torch_backend {
+namespace qgpu::qwen35 {
 
 sdk::Expected<Qwen35Stack> Qwen35Stack::create(sdk::TensorBackend& backend, const Qwen35Config& config,
                                                const WeightLookup& weights) {
@@ -93,4 +93,4 @@ void Qwen35Stack::reset() {
   tokens_ = 0;
 }
 
-}  // namespace qgpu::torch_backend
+}  // namespace qgpu::qwen35

@@ -11,7 +11,7 @@
 
 #include "qgpu/sdk/tensor_backend.h"
 
-namespace qgpu::torch_backend {
+namespace qgpu::qwen35 {
 
 struct Qwen35Config {
   std::int64_t hidden_size = 0;
@@ -66,4 +66,4 @@ class Qwen35Stack {
   std::int64_t tokens_ = 0;
 };
 
-}  // namespace qgpu::torch_backend
+}  // namespace qgpu::qwen35
