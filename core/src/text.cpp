@@ -62,4 +62,42 @@ std::string closest_match(std::string_view word, const std::vector<std::string>&
   return best;
 }
 
+std::string valid_utf8(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  std::size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    std::size_t need = 0;
+    unsigned char lo = 0x80, hi = 0xBF;  // allowed range of the second byte
+    if (c < 0x80) {
+      out += static_cast<char>(c);
+      ++i;
+      continue;
+    } else if (c >= 0xC2 && c <= 0xDF) {
+      need = 1;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      need = 2;
+      if (c == 0xE0) lo = 0xA0;  // no overlongs
+      if (c == 0xED) hi = 0x9F;  // no surrogates
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      need = 3;
+      if (c == 0xF0) lo = 0x90;
+      if (c == 0xF4) hi = 0x8F;  // <= U+10FFFF
+    }
+    std::size_t j = i + 1;
+    for (std::size_t k = 0; k < need && j < s.size(); ++k, ++j) {
+      const auto b = static_cast<unsigned char>(s[j]);
+      if (k == 0 ? (b < lo || b > hi) : (b & 0xC0) != 0x80) break;
+    }
+    if (need > 0 && j - i == need + 1) {
+      out.append(s.substr(i, need + 1));
+    } else {
+      out += "\xEF\xBF\xBD";  // U+FFFD for the maximal invalid subpart
+    }
+    i = j;
+  }
+  return out;
+}
+
 }  // namespace qgpu::core

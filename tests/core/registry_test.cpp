@@ -39,7 +39,7 @@ TEST(Registry, InTreePluginsLoadFromTheirSharedLibraries) {
     const PluginInfo* p = registry.find(e.kind, e.name);
     ASSERT_NE(p, nullptr) << e.name;
     EXPECT_EQ(p->path, kPlugins / ("qgpu_" + std::string(e.name) + ".so"));
-    EXPECT_EQ(p->version, "0.1.0");
+    EXPECT_FALSE(p->version.empty());
     EXPECT_EQ(p->sdk_version, QGPU_SDK_VERSION_STRING);
   }
   EXPECT_TRUE(registry.failures().empty());

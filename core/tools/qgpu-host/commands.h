@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "qgpu/core/host.h"
+#include "qgpu/core/sampling.h"
 
 namespace qgpu::host {
 
@@ -36,5 +37,16 @@ struct RunOptions {
   std::uint64_t max_steps = 0;  // 0: the machine's default
 };
 int run_kernel(const core::Host& host, const RunOptions& options);
+
+struct GenerateOptions {
+  std::string prompt;  // generate
+  std::string system;  // chat: an optional system message
+  std::int64_t max_tokens = 64;
+  core::SamplingOptions sampling;
+  bool echo = false;   // print the prompt before the continuation
+  bool stats = false;  // tokens and tokens/s on stderr
+};
+int run_generate(const core::Host& host, const GenerateOptions& options);
+int run_chat(const core::Host& host, const GenerateOptions& options);
 
 }  // namespace qgpu::host

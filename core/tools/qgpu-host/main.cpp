@@ -72,6 +72,24 @@ int main_impl(int argc, char** argv) {
   run->add_flag("--dump-program", run_options.dump_program, "print the lowered machine program");
   run->add_option("--max-steps", run_options.max_steps, "stop with an error after this many block executions");
 
+  GenerateOptions gen_options;
+  auto add_sampling = [&](CLI::App* cmd) {
+    cmd->add_option("--max-tokens", gen_options.max_tokens, "tokens to generate at most (default 64)")
+        ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20));
+    cmd->add_option("--temperature", gen_options.sampling.temperature, "0 (default) picks the most likely token");
+    cmd->add_option("--top-k", gen_options.sampling.top_k, "sample among the k most likely tokens (0: all)");
+    cmd->add_option("--top-p", gen_options.sampling.top_p, "sample within this probability mass (1: all)");
+    cmd->add_option("--seed", gen_options.sampling.seed, "random seed for sampling");
+    cmd->add_flag("--stats", gen_options.stats, "print token counts and tokens/s on stderr");
+  };
+  CLI::App* gen = app.add_subcommand("generate", "continue a text prompt with the base model");
+  gen->add_option("--prompt", gen_options.prompt, "the text to continue")->required();
+  gen->add_flag("--echo", gen_options.echo, "print the prompt before its continuation");
+  add_sampling(gen);
+  CLI::App* chat = app.add_subcommand("chat", "talk to the base model in its chat format (reads stdin)");
+  chat->add_option("--system", gen_options.system, "a system message that opens the conversation");
+  add_sampling(chat);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -102,6 +120,8 @@ int main_impl(int argc, char** argv) {
 
   if (*info) return run_info(**host, info_options);
   if (*run) return run_kernel(**host, run_options);
+  if (*gen) return run_generate(**host, gen_options);
+  if (*chat) return run_chat(**host, gen_options);
   return report(sdk::internal_error("no subcommand ran"));
 }
 

@@ -1,52 +1,244 @@
-// base_qwen35: Qwen3.5 checkpoints (config.json, safetensors, tokenizer.json).
-//
-// This build provides the descriptor, options and description. Checkpoint
-// loading arrives with the base-model issue; until then load() answers "not
-// available in this build".
+// base_qwen35: Qwen3.5 checkpoints as published (config.json, safetensors,
+// tokenizer.json), their tokenizer and chat format, and the text model's
+// forward pass through any TensorBackend.
+#include <dlfcn.h>
+
+#include <algorithm>
 #include <array>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
 #include <string>
 
+#include "qgpu/qwen35/checkpoint.h"
+#include "qgpu/qwen35/stack.h"
+#include "qgpu/qwen35/tokenizer.h"
 #include "qgpu/sdk/sdk.h"
 
 namespace qgpu::qwen35 {
 namespace {
+namespace fs = std::filesystem;
 
 constexpr std::array kOptions = {
     sdk::option_path("checkpoint", "synthetic", "synthetic",
                      "Qwen3.5 checkpoint directory, or 'synthetic' for the generated 2B-shaped default"),
+    sdk::option_bool("enable_thinking", "false", "chat: open the assistant turn in thinking mode"),
 };
+
+// <prefix>/share/qgpu/synthetic-qwen35-2b, found from this library's own path
+// (<prefix>/<libdir>/qgpu/plugins/); the build tree has the same layout.
+fs::path synthetic_dir() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&synthetic_dir), &info) == 0 || info.dli_fname == nullptr) return {};
+  return (fs::path(info.dli_fname).parent_path() / QGPU_DATA_FROM_PLUGIN_DIR / "synthetic-qwen35-2b")
+      .lexically_normal();
+}
+
+Qwen35Config stack_config(const TextConfig& t) {
+  Qwen35Config c;
+  c.hidden_size = t.hidden_size;
+  c.intermediate_size = t.intermediate_size;
+  c.vocab_size = t.vocab_size;
+  for (LayerType type : t.layer_types) c.layer_types.emplace_back(layer_type_name(type));
+  c.rms_norm_eps = t.rms_norm_eps;
+  c.tie_word_embeddings = t.tie_word_embeddings;
+  c.delta_net.num_key_heads = t.linear_num_key_heads;
+  c.delta_net.num_value_heads = t.linear_num_value_heads;
+  c.delta_net.key_head_dim = t.linear_key_head_dim;
+  c.delta_net.value_head_dim = t.linear_value_head_dim;
+  c.delta_net.conv_kernel = t.linear_conv_kernel_dim;
+  c.delta_net.eps = t.rms_norm_eps;
+  c.attention.num_heads = t.num_attention_heads;
+  c.attention.num_kv_heads = t.num_key_value_heads;
+  c.attention.head_dim = t.head_dim;
+  c.attention.rotary_dim = t.rotary_dim();
+  c.attention.rope_theta = t.rope.rope_theta;
+  c.attention.eps = t.rms_norm_eps;
+  return c;
+}
 
 class Qwen35Base final : public sdk::BaseModel {
  public:
-  explicit Qwen35Base(const sdk::PluginContext& context) : options_(context.options) {}
+  explicit Qwen35Base(const sdk::PluginContext& context)
+      : checkpoint_option_(context.options.get_string("checkpoint").value()),
+        enable_thinking_(context.options.get_bool("enable_thinking").value()),
+        logger_(context.logger) {}
 
   sdk::Expected<sdk::Description> describe() const override {
-    auto checkpoint = options_.get_string("checkpoint");
-    if (!checkpoint) return checkpoint.error();
     sdk::Description d;
     d.properties = {
-        {"family", "Qwen3.5 (Gated DeltaNet + gated full attention, SwiGLU, tied embeddings)"},
-        {"checkpoint", *checkpoint},
+        {"family", "Qwen3.5 (Gated DeltaNet + gated full attention, SwiGLU, zero-centred RMSNorm)"},
+        {"checkpoint", checkpoint_option_ == "synthetic" ? "synthetic (" + synthetic_dir().string() + ")"
+                                                         : checkpoint_option_},
     };
     d.capabilities = {
-        {"load", false, "not available in this build (config.json + safetensors loader arrives with the base issue)"},
-        {"tokenizer", false, "not available in this build"},
-        {"forward", false, "not available in this build"},
+        {"load", true, "config.json (wrapper or text), safetensors (sharded or single), tokenizer.json"},
+        {"tokenizer", true, "byte-level BPE, NFC, Qwen3.5 pre-tokenizer, ChatML"},
+        {"forward", true, "through the configured tensor backend"},
     };
     return d;
   }
 
-  sdk::Expected<sdk::ModelInfo> load() override {
-    return sdk::not_available("loading checkpoint '" + options_.get_string("checkpoint").value() +
-                              "' (base_qwen35)");
+  sdk::Expected<sdk::ModelInfo> load(sdk::TensorBackend& backend) override {
+    fs::path dir = checkpoint_option_;
+    if (checkpoint_option_ == "synthetic") {
+      dir = synthetic_dir();
+      if (!fs::exists(dir / "config.json")) {
+        return sdk::not_found("the synthetic checkpoint is missing at '" + dir.string() +
+                              "' (the build writes it; or run: qgpu-synth-qwen35 --out " + dir.string() + ")");
+      }
+    }
+    auto checkpoint = Checkpoint::open(dir, CheckOptions{/*exact_dtypes=*/false});
+    if (!checkpoint) return checkpoint.error();
+    const fs::path tokenizer_file = dir / "tokenizer.json";
+    if (!fs::exists(tokenizer_file)) return sdk::not_found("no tokenizer.json in '" + dir.string() + "'");
+    auto tokenizer = Tokenizer::load(tokenizer_file);
+    if (!tokenizer) return tokenizer.error();
+    const TextConfig& text = checkpoint->config().text;
+    if (tokenizer->vocab_size() > text.vocab_size) {
+      return sdk::invalid_argument("tokenizer.json has " + std::to_string(tokenizer->vocab_size()) +
+                                   " ids but the model only " + std::to_string(text.vocab_size) +
+                                   " embedding rows ('" + dir.string() + "')");
+    }
+
+    // Upload every text tensor straight from the mapping; the backend converts to its dtype.
+    std::map<std::string, sdk::Handle<sdk::Tensor>> weights;
+    std::int64_t parameters = 0;
+    for (const ExpectedTensor& e : expected_text_tensors(text, checkpoint->prefix())) {
+      const std::string name = e.name.substr(checkpoint->prefix().size());
+      auto ref = checkpoint->tensors().get(e.name);
+      if (!ref) return ref.error();
+      auto view = ref->view();
+      if (!view) return view.error().with_context(e.name);
+      auto uploaded = backend.upload(*view);
+      if (!uploaded) return uploaded.error().with_context("uploading " + e.name);
+      parameters += ref->numel();
+      weights.emplace(name, std::move(*uploaded));
+    }
+    if (!text.tie_word_embeddings) {
+      auto head = checkpoint->lm_head();
+      if (!head) return head.error();
+      auto view = head->view();
+      if (!view) return view.error();
+      auto uploaded = backend.upload(*view);
+      if (!uploaded) return uploaded.error().with_context("uploading lm_head.weight");
+      parameters += head->numel();
+      weights.emplace("lm_head.weight", std::move(*uploaded));
+    }
+    auto lookup = [&weights](const std::string& name) -> const sdk::Tensor* {
+      auto it = weights.find(name);
+      return it == weights.end() ? nullptr : it->second.get();
+    };
+    auto stack = Qwen35Stack::create(backend, stack_config(text), lookup);
+    if (!stack) return stack.error();
+
+    backend_ = &backend;
+    weights_ = std::move(weights);
+    stack_.emplace(std::move(*stack));
+    tokenizer_.emplace(std::move(*tokenizer));
+    eos_ = text.eos_token_ids;
+    vocab_rows_ = text.vocab_size;
+
+    sdk::ModelInfo info;
+    info.checkpoint = dir.string();
+    info.num_layers = text.num_hidden_layers;
+    info.vocab_size = text.vocab_size;
+    info.tokenizer_size = tokenizer_->vocab_size();
+    info.tied_embeddings = text.tie_word_embeddings;
+    for (LayerType type : text.layer_types) info.layer_types.emplace_back(layer_type_name(type));
+    info.shapes.hidden_size = text.hidden_size;
+    info.shapes.intermediate_size = text.intermediate_size;
+    info.shapes.linear_num_key_heads = text.linear_num_key_heads;
+    info.shapes.linear_num_value_heads = text.linear_num_value_heads;
+    info.shapes.linear_key_head_dim = text.linear_key_head_dim;
+    info.shapes.linear_value_head_dim = text.linear_value_head_dim;
+    info.shapes.linear_conv_kernel = text.linear_conv_kernel_dim;
+    info.shapes.rms_norm_eps = text.rms_norm_eps;
+    info.parameters = parameters;
+    logger_.debug("loaded " + dir.string() + ": " + std::to_string(parameters) + " parameters");
+    return info;
+  }
+
+  sdk::Expected<std::vector<std::int64_t>> encode(std::string_view text) override {
+    if (!tokenizer_) return sdk::invalid_argument("encode before load");
+    auto ids = tokenizer_->encode(text);
+    if (!ids) return ids.error();
+    return std::vector<std::int64_t>(ids->begin(), ids->end());
+  }
+
+  sdk::Expected<std::string> decode(std::span<const std::int64_t> ids) override {
+    if (!tokenizer_) return sdk::invalid_argument("decode before load");
+    std::vector<TokenId> narrow;
+    for (std::int64_t id : ids) {
+      if (id < 0 || id >= tokenizer_->vocab_size()) {
+        return sdk::invalid_argument("token id " + std::to_string(id) + " is outside the tokenizer's " +
+                                     std::to_string(tokenizer_->vocab_size()) + " ids");
+      }
+      narrow.push_back(static_cast<TokenId>(id));
+    }
+    return tokenizer_->decode(narrow, InvalidUtf8::kKeep);
+  }
+
+  sdk::Expected<std::vector<std::int64_t>> encode_chat(std::span<const sdk::ChatTurn> turns) override {
+    if (!tokenizer_) return sdk::invalid_argument("encode_chat before load");
+    std::vector<ChatMessage> messages;
+    for (const auto& t : turns) messages.push_back({t.role, t.content});
+    ChatOptions options;
+    options.enable_thinking = enable_thinking_;
+    auto ids = tokenizer_->encode_chat(messages, options);
+    if (!ids) return ids.error();
+    return std::vector<std::int64_t>(ids->begin(), ids->end());
+  }
+
+  std::vector<std::int64_t> stop_ids() const override {
+    std::vector<std::int64_t> out(eos_.begin(), eos_.end());
+    if (tokenizer_) {
+      const SpecialTokenIds special = tokenizer_->special_ids();
+      for (TokenId id : {special.im_end, special.endoftext}) {
+        if (id >= 0 && std::find(out.begin(), out.end(), id) == out.end()) out.push_back(id);
+      }
+    }
+    return out;
+  }
+
+  sdk::Expected<std::vector<float>> forward(std::span<const std::int64_t> ids) override {
+    if (!stack_) return sdk::invalid_argument("forward before load");
+    if (ids.empty()) return sdk::invalid_argument("forward needs at least one token");
+    for (std::int64_t id : ids) {
+      if (id < 0 || id >= vocab_rows_) {
+        return sdk::invalid_argument("token id " + std::to_string(id) + " is outside the model's " +
+                                     std::to_string(vocab_rows_) + " embedding rows");
+      }
+    }
+    auto logits = stack_->forward(ids, /*all_logits=*/false);
+    if (!logits) return logits.error();
+    std::vector<float> out(static_cast<std::size_t>((*logits)->dim((*logits)->rank() - 1)));
+    auto view = sdk::make_view(out.data(), sdk::DType::kF32, {1, static_cast<std::int64_t>(out.size())});
+    if (!view) return view.error();
+    QGPU_RETURN_IF_ERROR(backend_->download(**logits, *view));
+    return out;
+  }
+
+  void reset() override {
+    if (stack_) stack_->reset();
   }
 
  private:
-  sdk::Options options_;
+  std::string checkpoint_option_;
+  bool enable_thinking_ = false;
+  sdk::Logger logger_;
+  sdk::TensorBackend* backend_ = nullptr;
+  std::map<std::string, sdk::Handle<sdk::Tensor>> weights_;
+  std::optional<Qwen35Stack> stack_;
+  std::optional<Tokenizer> tokenizer_;
+  std::vector<std::int64_t> eos_;
+  std::int64_t vocab_rows_ = 0;
 };
 
 }  // namespace
 }  // namespace qgpu::qwen35
 
-QGPU_DEFINE_PLUGIN(qgpu::qwen35::Qwen35Base, "base_qwen35", "0.1.0",
-                   "Qwen3.5 base model: config, safetensors weights, tokenizer, chat template", qgpu::qwen35::kOptions)
+QGPU_DEFINE_PLUGIN(qgpu::qwen35::Qwen35Base, "base_qwen35", "0.2.0",
+                   "Qwen3.5 base model: config, safetensors weights, tokenizer, chat template, forward",
+                   qgpu::qwen35::kOptions)

@@ -17,4 +17,8 @@ std::string join(const std::vector<std::string>& items, std::string_view separat
 // enough to be a plausible typo.
 std::string closest_match(std::string_view word, const std::vector<std::string>& candidates);
 
+// `bytes` with every maximal invalid UTF-8 subsequence replaced by U+FFFD
+// (the Unicode "maximal subpart" practice, as Rust's from_utf8_lossy does).
+std::string valid_utf8(std::string_view bytes);
+
 }  // namespace qgpu::core

@@ -5,6 +5,7 @@
 
 #include "qgpu/qwen35/checkpoint.h"
 #include "qgpu/qwen35/synthetic.h"
+#include "qgpu/qwen35/tokenizer.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"Writes a synthetic Qwen3.5 checkpoint (config.json + safetensors, bf16) with Qwen3.5-2B layer shapes"};
@@ -14,6 +15,7 @@ int main(int argc, char** argv) {
   std::uint64_t seed = 0;
   bool small = false;
   double shard_mb = 0;
+  std::int32_t tokenizer_vocab = 512;
   app.add_option("--out", out, "output directory (created if missing)")->required();
   app.add_option("--layers", layers, "decoder layers (pattern L,L,L,F; at least one full-attention layer)")
       ->check(CLI::Range(1, 4096));
@@ -22,6 +24,9 @@ int main(int argc, char** argv) {
   app.add_flag("--small", small, "tiny shapes for tests (hidden 64) instead of the 2B shapes");
   app.add_option("--shard-mb", shard_mb, "split the weights into shards of at most this many MB (0: one file)")
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--tokenizer-vocab", tokenizer_vocab,
+                 "BPE tokens of the synthetic tokenizer.json (256..720); 0 writes no tokenizer")
+      ->check(CLI::Range(0, 720));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -30,6 +35,23 @@ int main(int argc, char** argv) {
   auto spec = small ? qgpu::qwen35::synthetic_small_spec(layers, vocab > 0 ? vocab : 256)
                     : qgpu::qwen35::synthetic_2b_spec(layers, vocab > 0 ? vocab : 4096);
   spec.max_shard_bytes = static_cast<std::uint64_t>(shard_mb * 1e6);
+  if (tokenizer_vocab > 0) {
+    if (tokenizer_vocab < 256) {
+      std::fprintf(stderr, "qgpu-synth-qwen35: --tokenizer-vocab must be 0 or in 256..720\n");
+      return 2;
+    }
+    // The Qwen3.5 added tokens follow the BPE tokens; <|endoftext|> (the first) is the model's EOS.
+    const std::int64_t ids = tokenizer_vocab + 33;
+    if (ids > spec.text.vocab_size) {
+      std::fprintf(stderr, "qgpu-synth-qwen35: the tokenizer's %lld ids do not fit %lld embedding rows\n",
+                   static_cast<long long>(ids), static_cast<long long>(spec.text.vocab_size));
+      return 2;
+    }
+    spec.text.eos_token_ids = {tokenizer_vocab};
+    spec.write_tokenizer = [tokenizer_vocab](const std::filesystem::path& dir, const qgpu::qwen35::TextConfig&) {
+      return qgpu::qwen35::write_synthetic_tokenizer(dir / "tokenizer.json", tokenizer_vocab);
+    };
+  }
   int last_percent = -1;
   spec.progress = [&](std::string_view stage, std::uint64_t done, std::uint64_t total) {
     const int percent = total ? static_cast<int>(100 * done / total) : 100;

@@ -1,0 +1,41 @@
+// Choosing the next token from logits: greedy, or sampling with temperature,
+// top-k and top-p, reproducible from a seed on every platform.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "qgpu/sdk/status.h"
+
+namespace qgpu::core {
+
+struct SamplingOptions {
+  double temperature = 0.0;  // 0: greedy (argmax, lowest id on ties)
+  std::int64_t top_k = 0;    // 0: no limit
+  double top_p = 1.0;        // 1: no nucleus cut
+  std::uint64_t seed = 0;
+};
+
+// Checks ranges: temperature >= 0 and finite, top_k >= 0, 0 < top_p <= 1.
+sdk::Status validate(const SamplingOptions& options);
+
+class Sampler {
+ public:
+  explicit Sampler(const SamplingOptions& options);
+  // Picks an id among logits[0, allowed) (ids past `allowed` — padding rows — are never chosen).
+  // NaN logits are an error.
+  sdk::Expected<std::int64_t> next(std::span<const float> logits, std::int64_t allowed);
+
+ private:
+  double uniform();  // [0, 1) from splitmix64: the same stream for a seed everywhere
+
+  SamplingOptions options_;
+  std::uint64_t state_;
+};
+
+// The length of the longest prefix of `bytes` that does not end inside a UTF-8
+// sequence (for streaming text whose last token may cut a character).
+std::size_t complete_utf8_prefix(const std::string& bytes);
+
+}  // namespace qgpu::core

@@ -1,0 +1,149 @@
+// qgpu-host generate / chat: text generation with the base model on the
+// configured backend (the machine's layers are not involved).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <string>
+
+#include "commands.h"
+#include "qgpu/core/sampling.h"
+#include "qgpu/core/text.h"
+#include "qgpu/sdk/sdk.h"
+
+namespace qgpu::host {
+namespace {
+
+// The backend and the base model loaded into it; the model is destroyed first.
+struct LoadedModel {
+  std::shared_ptr<sdk::TensorBackend> backend;
+  std::shared_ptr<sdk::BaseModel> model;
+  sdk::ModelInfo info;
+  std::string name;
+
+  ~LoadedModel() { model.reset(); }
+};
+
+sdk::Expected<std::unique_ptr<LoadedModel>> load_model(const core::Host& host) {
+  auto loaded = std::make_unique<LoadedModel>();
+  auto backend = host.instantiate<sdk::TensorBackend>();
+  if (!backend) return backend.error();
+  loaded->backend = *backend;
+  auto model = host.instantiate<sdk::BaseModel>();
+  if (!model) return model.error();
+  loaded->model = *model;
+  loaded->name = host.select(QGPU_PLUGIN_BASE_MODEL)->plugin->name;
+  auto info = core::guarded_call(loaded->name, "load()", [&] { return loaded->model->load(*loaded->backend); });
+  if (!info) return info.error();
+  loaded->info = *info;
+  return loaded;
+}
+
+struct Generated {
+  std::vector<std::int64_t> ids;
+  bool stopped = false;  // ended on a stop token (not on the token limit)
+  double seconds = 0;
+};
+
+// Feeds `prompt`, then samples up to `max_tokens`, streaming text to stdout.
+sdk::Expected<Generated> generate(LoadedModel& m, const std::vector<std::int64_t>& prompt,
+                                  const GenerateOptions& options, core::Sampler& sampler) {
+  Generated out;
+  const auto stops = m.model->stop_ids();
+  const auto start = std::chrono::steady_clock::now();
+  std::size_t printed = 0;
+  std::vector<std::int64_t> feed = prompt;
+  for (std::int64_t step = 0; step < options.max_tokens; ++step) {
+    auto logits = core::guarded_call(m.name, "forward()", [&] { return m.model->forward(feed); });
+    if (!logits) return logits.error();
+    auto id = sampler.next(*logits, m.info.tokenizer_size);
+    if (!id) return id.error();
+    if (std::find(stops.begin(), stops.end(), *id) != stops.end()) {
+      out.stopped = true;
+      break;
+    }
+    out.ids.push_back(*id);
+    feed.assign(1, *id);
+    auto text = core::guarded_call(m.name, "decode()", [&] { return m.model->decode(out.ids); });
+    if (!text) return text.error();
+    const std::size_t ready = core::complete_utf8_prefix(*text);
+    if (ready > printed) {
+      // Segments end on character boundaries, so cleaning them one by one equals cleaning the whole.
+      const std::string clean = core::valid_utf8(std::string_view(*text).substr(printed, ready - printed));
+      std::fwrite(clean.data(), 1, clean.size(), stdout);
+      std::fflush(stdout);
+      printed = ready;
+    }
+  }
+  auto text = m.model->decode(out.ids);
+  if (!text) return text.error();
+  if (text->size() > printed) {
+    const std::string clean = core::valid_utf8(std::string_view(*text).substr(printed));
+    std::fwrite(clean.data(), 1, clean.size(), stdout);
+  }
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return out;
+}
+
+void print_stats(const GenerateOptions& options, std::size_t prompt_tokens, const Generated& g) {
+  if (!options.stats) return;
+  std::fprintf(stderr, "stats: prompt %zu tokens, generated %zu tokens in %.2f s (%.1f tok/s)%s\n", prompt_tokens,
+               g.ids.size(), g.seconds, g.seconds > 0 ? (g.ids.size() + 1) / g.seconds : 0.0,
+               g.stopped ? ", stopped at a stop token" : ", token limit reached");
+}
+
+}  // namespace
+
+int run_generate(const core::Host& host, const GenerateOptions& options) {
+  if (auto s = core::validate(options.sampling); !s) return report(s);
+  auto m = load_model(host);
+  if (!m) return report(m.error());
+  auto prompt = core::guarded_call((*m)->name, "encode()", [&] { return (*m)->model->encode(options.prompt); });
+  if (!prompt) return report(prompt.error());
+  if (prompt->empty()) return report(sdk::invalid_argument("the prompt encodes to no tokens"));
+  core::Sampler sampler(options.sampling);
+  if (options.echo) std::fwrite(options.prompt.data(), 1, options.prompt.size(), stdout);
+  auto g = generate(**m, *prompt, options, sampler);
+  if (!g) return report(g.error());
+  std::printf("\n");
+  print_stats(options, prompt->size(), *g);
+  return kExitOk;
+}
+
+int run_chat(const core::Host& host, const GenerateOptions& options) {
+  if (auto s = core::validate(options.sampling); !s) return report(s);
+  auto m = load_model(host);
+  if (!m) return report(m.error());
+  core::Sampler sampler(options.sampling);
+  std::vector<sdk::ChatTurn> turns;
+  if (!options.system.empty()) turns.push_back({"system", options.system});
+  std::fprintf(stderr, "chat with %s (%s); /reset starts over, /exit or end of input quits\n",
+               (*m)->name.c_str(), (*m)->info.checkpoint.c_str());
+  std::string line;
+  while (true) {
+    std::fprintf(stderr, "> ");
+    std::fflush(stderr);
+    if (!std::getline(std::cin, line) || line == "/exit") break;
+    if (line == "/reset") {
+      turns.resize(options.system.empty() ? 0 : 1);
+      continue;
+    }
+    if (line.empty()) continue;
+    turns.push_back({"user", line});
+    // The whole conversation is re-encoded each turn: simple and exact.
+    (*m)->model->reset();
+    auto prompt = core::guarded_call((*m)->name, "encode_chat()", [&] { return (*m)->model->encode_chat(turns); });
+    if (!prompt) return report(prompt.error());
+    auto g = generate(**m, *prompt, options, sampler);
+    if (!g) return report(g.error());
+    std::printf("\n");
+    std::fflush(stdout);
+    print_stats(options, prompt->size(), *g);
+    auto reply = (*m)->model->decode(g->ids);
+    if (!reply) return report(reply.error());
+    turns.push_back({"assistant", core::valid_utf8(*reply)});
+  }
+  return kExitOk;
+}
+
+}  // namespace qgpu::host
