@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Writes small Qwen3.5 checkpoints for the base-model CLI tests: one good, and
+# Writes small Qwen3.5 checkpoints for the base-model CLI tests: one good (the one
+# tests/golden/make_base_golden.py runs transformers on: --small --vocab 1024 --seed 1), and
 # broken copies (truncated weights, hostile header, shapes that contradict the
 # config, no tokenizer), each with a config file selecting it.
 #   make_bad_checkpoints.sh SYNTH_TOOL WORK_DIR

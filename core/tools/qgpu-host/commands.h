@@ -45,6 +45,8 @@ struct GenerateOptions {
   core::SamplingOptions sampling;
   bool echo = false;   // print the prompt before the continuation
   bool stats = false;  // tokens and tokens/s on stderr
+  bool json = false;   // generate: one JSON object (prompt_ids, ids, text, stopped) instead of streamed text
+  bool logits = false; // with --json: every step's logits too
 };
 int run_generate(const core::Host& host, const GenerateOptions& options);
 int run_chat(const core::Host& host, const GenerateOptions& options);

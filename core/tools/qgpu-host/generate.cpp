@@ -1,5 +1,7 @@
 // qgpu-host generate / chat: text generation with the base model on the
 // configured backend (the machine's layers are not involved).
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -41,7 +43,9 @@ sdk::Expected<std::unique_ptr<LoadedModel>> load_model(const core::Host& host) {
 
 struct Generated {
   std::vector<std::int64_t> ids;
+  std::vector<std::vector<float>> logits;  // per step, when asked for
   bool stopped = false;  // ended on a stop token (not on the token limit)
+  std::string text;      // the generated text, invalid UTF-8 replaced
   double seconds = 0;
 };
 
@@ -58,6 +62,7 @@ sdk::Expected<Generated> generate(LoadedModel& m, const std::vector<std::int64_t
     if (!logits) return logits.error();
     auto id = sampler.next(*logits, m.info.tokenizer_size);
     if (!id) return id.error();
+    if (options.logits) out.logits.push_back(*logits);
     if (std::find(stops.begin(), stops.end(), *id) != stops.end()) {
       out.stopped = true;
       break;
@@ -66,7 +71,7 @@ sdk::Expected<Generated> generate(LoadedModel& m, const std::vector<std::int64_t
     feed.assign(1, *id);
     auto text = core::guarded_call(m.name, "decode()", [&] { return m.model->decode(out.ids); });
     if (!text) return text.error();
-    const std::size_t ready = core::complete_utf8_prefix(*text);
+    const std::size_t ready = options.json ? printed : core::complete_utf8_prefix(*text);
     if (ready > printed) {
       // Segments end on character boundaries, so cleaning them one by one equals cleaning the whole.
       const std::string clean = core::valid_utf8(std::string_view(*text).substr(printed, ready - printed));
@@ -77,7 +82,8 @@ sdk::Expected<Generated> generate(LoadedModel& m, const std::vector<std::int64_t
   }
   auto text = m.model->decode(out.ids);
   if (!text) return text.error();
-  if (text->size() > printed) {
+  out.text = core::valid_utf8(*text);
+  if (!options.json && text->size() > printed) {
     const std::string clean = core::valid_utf8(std::string_view(*text).substr(printed));
     std::fwrite(clean.data(), 1, clean.size(), stdout);
   }
@@ -102,10 +108,20 @@ int run_generate(const core::Host& host, const GenerateOptions& options) {
   if (!prompt) return report(prompt.error());
   if (prompt->empty()) return report(sdk::invalid_argument("the prompt encodes to no tokens"));
   core::Sampler sampler(options.sampling);
-  if (options.echo) std::fwrite(options.prompt.data(), 1, options.prompt.size(), stdout);
+  if (options.echo && !options.json) std::fwrite(options.prompt.data(), 1, options.prompt.size(), stdout);
   auto g = generate(**m, *prompt, options, sampler);
   if (!g) return report(g.error());
-  std::printf("\n");
+  if (options.json) {
+    nlohmann::ordered_json out;
+    out["prompt_ids"] = *prompt;
+    out["ids"] = g->ids;
+    out["text"] = g->text;
+    out["stopped"] = g->stopped;
+    if (options.logits) out["logits"] = g->logits;
+    std::printf("%s\n", out.dump().c_str());
+  } else {
+    std::printf("\n");
+  }
   print_stats(options, prompt->size(), *g);
   return kExitOk;
 }

@@ -85,6 +85,9 @@ int main_impl(int argc, char** argv) {
   CLI::App* gen = app.add_subcommand("generate", "continue a text prompt with the base model");
   gen->add_option("--prompt", gen_options.prompt, "the text to continue")->required();
   gen->add_flag("--echo", gen_options.echo, "print the prompt before its continuation");
+  gen->add_flag("--json", gen_options.json, "print one JSON object: prompt_ids, ids, text, stopped");
+  gen->add_flag("--logits", gen_options.logits, "with --json: include every step's logits (for comparisons)")
+      ->needs("--json");
   add_sampling(gen);
   CLI::App* chat = app.add_subcommand("chat", "talk to the base model in its chat format (reads stdin)");
   chat->add_option("--system", gen_options.system, "a system message that opens the conversation");
