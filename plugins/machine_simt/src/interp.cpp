@@ -8,6 +8,7 @@
 namespace qgpu::simt {
 namespace {
 
+// Same values as LaneRun (interp.h), which reports it.
 enum class LaneState : std::uint8_t { kAbsent, kRunning, kBarrier, kExited };
 
 struct Lane {
@@ -29,8 +30,8 @@ std::string mask_str(unsigned mask, int lanes) {
 
 class Interpreter {
  public:
-  Interpreter(const Program& p, const MemoryLayout& layout, const sdk::InterpretOptions& opt)
-      : p_(p), layout_(layout), opt_(opt), lanes_(p.config.lanes), rows_(p.rows_per_block()) {}
+  Interpreter(const Program& p, const MemoryLayout& layout, const sdk::InterpretOptions& opt, LaunchObserver* observer)
+      : p_(p), layout_(layout), opt_(opt), observer_(observer), lanes_(p.config.lanes), rows_(p.rows_per_block()) {}
 
   sdk::Status load_image() {
     const std::vector<std::uint64_t> image = p_.image(layout_.param_values);
@@ -54,6 +55,7 @@ class Interpreter {
       for (int w = 0; w < nwarps; ++w)
         for (int l = 0; l < lanes_; ++l)
           if (w * lanes_ + l < block) warps_[w][l].state = LaneState::kRunning;
+      if (observer_) QGPU_RETURN_IF_ERROR(observer_->on_cta_start(cta));
       for (;;) {
         for (int w = 0; w < nwarps; ++w) QGPU_RETURN_IF_ERROR(run_warp(w));
         bool waiting = false;
@@ -62,8 +64,10 @@ class Interpreter {
             if (lane.state == LaneState::kBarrier) lane.state = LaneState::kRunning, waiting = true;
         if (!waiting) break;
         ++stats_.barriers;
+        if (observer_) QGPU_RETURN_IF_ERROR(observer_->on_barrier_release(cta));
       }
     }
+    if (observer_) QGPU_RETURN_IF_ERROR(observer_->on_finish());
     result.stats = {{"thread_blocks", p_.shape.grid},
                     {"block_executions", stats_.block_executions},
                     {"warp_instructions", stats_.warp_instructions},
@@ -95,8 +99,28 @@ class Interpreter {
       if (opt_.trace)
         result_->trace.push_back("warp " + std::to_string(global_warp(w)) + " block " + std::to_string(pc) + " mask " +
                                  mask_str(mask, lanes_));
+      written_.clear();
       QGPU_RETURN_IF_ERROR(exec_block(w, pc, mask));
+      if (observer_) QGPU_RETURN_IF_ERROR(report(w, pc, mask));
     }
+  }
+
+  sdk::Status report(int w, std::uint32_t b, unsigned mask) {
+    BlockEvent e;
+    e.cta = cta_;
+    e.warp = w;
+    e.block = b;
+    e.mask = mask;
+    for (int l = 0; l < lanes_; ++l) {
+      const Lane& lane = warps_[w][l];
+      e.regs[l] = &lane.r;
+      e.pending[l] = lane.pc;
+      e.run[l] = static_cast<LaneRun>(lane.state);  // same order as LaneState
+    }
+    e.written = written_;
+    e.global = global_;
+    e.shared = &shared_;
+    return observer_->on_block(e);
   }
 
   int global_warp(int w) const { return static_cast<int>(cta_) * static_cast<int>(warps_.size()) + w; }
@@ -198,6 +222,7 @@ class Interpreter {
               QGPU_RETURN_IF_ERROR(word_of(l, word, "store"));
               mem[word] = lanes[l].r[in.b];
               ++stats_.stores;
+              if (observer_) written_.emplace_back(shared, word);
             }
           break;
         case kFmtAtom:
@@ -209,6 +234,7 @@ class Interpreter {
               res[l] = mem[word];
               mem[word] = eval(in.op, res[l], lanes[l].r[in.b], lanes[l].r[in.c]);
               ++stats_.atomics;
+              if (observer_) written_.emplace_back(shared, word);
             }
           break;
         case kFmtShfl: {
@@ -273,6 +299,8 @@ class Interpreter {
   const Program& p_;
   const MemoryLayout& layout_;
   const sdk::InterpretOptions& opt_;
+  LaunchObserver* observer_;
+  std::vector<std::pair<bool, std::uint32_t>> written_;
   const int lanes_;
   const int rows_;
   std::vector<Instr> code_;
@@ -324,7 +352,7 @@ sdk::Expected<MemoryLayout> layout_arguments(const Program& p, const std::vector
 }
 
 sdk::Expected<sdk::LaunchResult> interpret_program(const Program& program, const std::vector<sdk::LaunchArg>& args,
-                                                   const sdk::InterpretOptions& options) {
+                                                   const sdk::InterpretOptions& options, LaunchObserver* observer) {
   auto layout = layout_arguments(program, args);
   if (!layout) return layout.error();
   std::vector<std::uint32_t> global(static_cast<std::size_t>(program.config.global_words), 0u);
@@ -332,7 +360,7 @@ sdk::Expected<sdk::LaunchResult> interpret_program(const Program& program, const
     if (args[i].is_array)
       for (std::size_t j = 0; j < args[i].array.size(); ++j)
         global[layout->base_word[i] + j] = static_cast<std::uint32_t>(args[i].array[j]);
-  Interpreter interp(program, *layout, options);
+  Interpreter interp(program, *layout, options, observer);
   QGPU_RETURN_IF_ERROR(interp.load_image());
   sdk::LaunchResult result;
   QGPU_RETURN_IF_ERROR(interp.run(global, result));

@@ -3,7 +3,9 @@
 // encoding is exercised on every run.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "program.h"
@@ -19,7 +21,36 @@ struct MemoryLayout {
 };
 sdk::Expected<MemoryLayout> layout_arguments(const Program& program, const std::vector<sdk::LaunchArg>& args);
 
+// Lane state as the scheduler sees it (docs/ISA.md section 5).
+enum class LaneRun : std::uint8_t { kAbsent, kRunning, kBarrier, kExited };
+
+// One block execution, reported after it ran (the token protocol builds its
+// record stream from these; docs/PROTOCOL.md).
+struct BlockEvent {
+  std::uint32_t cta = 0;
+  int warp = 0;  // within the thread block
+  std::uint32_t block = 0;
+  unsigned mask = 0;
+  std::array<const std::array<std::uint32_t, 16>*, 4> regs{};  // each lane's registers after the block
+  std::array<LaneRun, 4> run{};                                // each lane's state after the block
+  std::array<std::uint32_t, 4> pending{};                      // each lane's pending block after the block
+  std::vector<std::pair<bool, std::uint32_t>> written;         // (shared, word) of every store/atomic, in order
+  const std::vector<std::uint32_t>* global = nullptr;          // memory after the block
+  const std::vector<std::uint32_t>* shared = nullptr;
+};
+
+// Receives a launch's events in execution order; an error stops the run.
+class LaunchObserver {
+ public:
+  virtual ~LaunchObserver() = default;
+  virtual sdk::Status on_cta_start(std::uint32_t cta) = 0;
+  virtual sdk::Status on_block(const BlockEvent& event) = 0;
+  virtual sdk::Status on_barrier_release(std::uint32_t cta) = 0;
+  virtual sdk::Status on_finish() = 0;
+};
+
 sdk::Expected<sdk::LaunchResult> interpret_program(const Program& program, const std::vector<sdk::LaunchArg>& args,
-                                                   const sdk::InterpretOptions& options);
+                                                   const sdk::InterpretOptions& options,
+                                                   LaunchObserver* observer = nullptr);
 
 }  // namespace qgpu::simt
