@@ -1863,6 +1863,9 @@ class Lowerer {
       xor3(c.dst, c.src_reg);
       for (Copy& o : todo)
         if (o.src_reg == c.dst) o.src_reg = c.src_reg;
+      // The swap may complete another copy (a two-value cycle leaves "x <- x"): drop it, or it
+      // would count as a cycle and the xor swap of a register with itself zeroes it.
+      std::erase_if(todo, [](const Copy& o) { return o.src_reg == o.dst; });
     }
   }
 
