@@ -1065,7 +1065,7 @@ std::int32_t Launch::scalar(std::string_view name) const {
   throw std::out_of_range("no scalar argument '" + std::string(name) + "'");
 }
 
-std::vector<std::string> Case::cli_args() const {
+std::vector<std::string> Case::cli_args(bool ptx_names) const {
   std::vector<std::string> out;
   if (pass_kernel) out.insert(out.end(), {"--kernel", kernel});
   out.insert(out.end(), {"--grid", std::to_string(launch.grid), "--block", std::to_string(launch.block)});
@@ -1078,10 +1078,17 @@ std::vector<std::string> Case::cli_args() const {
         v = std::to_string(a.values.at(0));
       }
     }
-    out.insert(out.end(), {"--arg", named_args ? a.name + "=" + v : v});
+    if (named_args) v = (ptx_names ? ptx_param_name(a.name) : a.name) + "=" + v;
+    out.insert(out.end(), {"--arg", v});
   }
   out.insert(out.end(), {"--engine", "interp", "--json"});
   return out;
+}
+
+std::string Case::ptx_param_name(std::string_view cuda_name) const {
+  for (std::size_t i = 0; i < launch.args.size(); ++i)
+    if (launch.args[i].name == cuda_name) return "param" + std::to_string(i);
+  throw std::out_of_range("no argument '" + std::string(cuda_name) + "'");
 }
 
 std::vector<std::pair<std::string, Words>> Case::expected() const {

@@ -45,10 +45,17 @@ struct Case {
   Launch launch;
   Reference reference;       // computes the expected final arrays; empty for rejection cases
   std::string expect_error;  // rejection cases: ECMAScript regex (case-insensitive) for the error
+  // Non-empty: the case is about CUDA source itself, so it has no kernels_nvcc.* twin (its test
+  // there is skipped with this reason). Everything else also runs from ptx-nvcc/<file>.ptx.
+  std::string clang_only;
 
   bool rejected() const { return !expect_error.empty(); }
   // Arguments after `qgpu-host --config CFG run FILE` (launch shape, arguments, engine, --json).
-  std::vector<std::string> cli_args() const;
+  // With ptx_names, named arguments are spelled param<i>=VALUE: PTX carries no CUDA names.
+  std::vector<std::string> cli_args(bool ptx_names = false) const;
+  // The name PTX from nvcc gives an argument ("param<i>", i its position); throws
+  // std::out_of_range on an unknown name.
+  std::string ptx_param_name(std::string_view cuda_name) const;
   // Initial launch with the reference applied: the expected final arrays, by name.
   std::vector<std::pair<std::string, Words>> expected() const;
 };

@@ -5,6 +5,11 @@
 //                             where bench/gpu_golden/golden.json has the case.
 //   kernels.<case>            qgpu-host run ... --engine interp --json gives the reference's arrays
 //                             (and the GPU golden's), or fails with the expected one-line error.
+//   kernels_nvcc.<case>       the same from the committed nvcc PTX (ptx-nvcc/<file>.ptx), where
+//                             parameters are param<i>: arguments by position, arrays mapped back to
+//                             CUDA names through the table's parameter order.
+// Plus kernels_selfcheck.nvcc_ptx_up_to_date: every cu/*.cu has ptx-nvcc/*.ptx made from its
+// current text.
 // Extra modes: --list-json prints the table (launches and expected arrays) as JSON.
 #include "suite.h"
 
@@ -16,7 +21,9 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <iomanip>
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -150,7 +157,7 @@ const Golden& golden() {
 }
 
 std::string read_file(const std::string& path) {
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
@@ -211,13 +218,23 @@ class SelfCheck : public ::testing::Test {
   const Case& case_;
 };
 
+// Where a launch's kernel comes from: the .cu (clang-16 inside the frontend) or nvcc's PTX.
+enum class Producer { kClang, kNvcc };
+
+// ptx-nvcc/NAME.ptx for cu/NAME.cu.
+std::string nvcc_ptx_path(const std::string& cu_file) {
+  return std::string(QGPU_NVCC_PTX_DIR) + "/" + std::filesystem::path(cu_file).stem().string() + ".ptx";
+}
+
 class HostRun : public ::testing::Test {
  public:
-  explicit HostRun(const Case& c) : case_(c) {}
+  HostRun(const Case& c, Producer producer) : case_(c), producer_(producer) {}
   void TestBody() override {
-    std::vector<std::string> argv = {QGPU_HOST, "--config", QGPU_CONFIG, "run",
-                                     std::string(QGPU_KERNEL_DIR) + "/" + case_.file};
-    for (auto& a : case_.cli_args()) argv.push_back(a);
+    const bool nvcc = producer_ == Producer::kNvcc;
+    if (nvcc && !case_.clang_only.empty()) GTEST_SKIP() << "clang-only case: " << case_.clang_only;
+    const std::string file = nvcc ? nvcc_ptx_path(case_.file) : std::string(QGPU_KERNEL_DIR) + "/" + case_.file;
+    std::vector<std::string> argv = {QGPU_HOST, "--config", QGPU_CONFIG, "run", file};
+    for (auto& a : case_.cli_args(/*ptx_names=*/nvcc)) argv.push_back(a);
     const ProcessResult r = run_process(argv);
     SCOPED_TRACE("command: " + quote_command(argv));
     if (case_.rejected()) {
@@ -229,6 +246,7 @@ class HostRun : public ::testing::Test {
           << r.err;
       EXPECT_TRUE(std::regex_search(r.err, std::regex(case_.expect_error, std::regex::icase)))
           << "the error does not match /" << case_.expect_error << "/: " << r.err;
+      std::cout << "rejected as expected: " << r.err;
       return;
     }
     ASSERT_EQ(r.exit_code, 0) << "stderr: " << r.err;
@@ -238,13 +256,16 @@ class HostRun : public ::testing::Test {
     ASSERT_TRUE(doc.contains("arrays") && doc["arrays"].is_object()) << "no \"arrays\" object: " << r.out;
     const auto& arrays = doc["arrays"];
     const auto expected = case_.expected();
-    // The CLI contract: arrays are keyed by their CUDA parameter names.
+    // The CLI contract: arrays are keyed by their CUDA parameter names, or for PTX (which has
+    // none) by param<i>, i the position in the table's argument order.
+    auto key = [&](const std::string& name) { return nvcc ? case_.ptx_param_name(name) : name; };
     for (const auto& e : expected) {
-      ASSERT_TRUE(arrays.contains(e.first)) << "no array named '" << e.first << "' in " << arrays.dump();
+      ASSERT_TRUE(arrays.contains(key(e.first)))
+          << "no array named '" << key(e.first) << "' (CUDA '" << e.first << "') in " << arrays.dump();
     }
     const auto* g = current_golden(case_);
     for (const auto& [name, words] : expected) {
-      const auto& value = arrays[name];
+      const auto& value = arrays[key(name)];
       const auto got = to_words(value);
       if (!got) {
         ADD_FAILURE() << "array '" << name << "' is not a list of int32 words";
@@ -259,7 +280,62 @@ class HostRun : public ::testing::Test {
 
  private:
   const Case& case_;
+  Producer producer_;
 };
+
+// FNV-1a 64 of a file's bytes as 16 hex digits; make_nvcc_ptx.sh computes the same in Python.
+std::string fnv1a64_hex(std::string_view bytes) {
+  std::uint64_t h = 14695981039346656037ull;
+  for (unsigned char ch : bytes) h = (h ^ ch) * 1099511628211ull;
+  std::ostringstream os;
+  os << std::hex << std::setw(16) << std::setfill('0') << h;
+  return os.str();
+}
+
+TEST(kernels_selfcheck, fnv1a64_known_vectors) {
+  // The published FNV-1a 64 test vectors.
+  EXPECT_EQ(fnv1a64_hex(""), "cbf29ce484222325");
+  EXPECT_EQ(fnv1a64_hex("a"), "af63dc4c8601ec8c");
+  EXPECT_EQ(fnv1a64_hex("foobar"), "85944171f73967e8");
+}
+
+// Every cu/NAME.cu has ptx-nvcc/NAME.ptx whose header records the hash of the current source,
+// and no .ptx outlives its .cu.
+TEST(kernels_selfcheck, nvcc_ptx_up_to_date) {
+  namespace fs = std::filesystem;
+  const std::string fix = "; regenerate with tests/kernels/tools/make_nvcc_ptx.sh";
+  const std::string key = "// qgpu-source-fnv1a64: ";
+  int checked = 0;
+  for (const auto& entry : fs::directory_iterator(QGPU_KERNEL_DIR)) {
+    if (entry.path().extension() != ".cu") continue;
+    const std::string name = entry.path().stem().string();
+    const std::string ptx_path = nvcc_ptx_path(entry.path().filename().string());
+    std::ifstream ptx(ptx_path);
+    if (!ptx) {
+      ADD_FAILURE() << "cu/" << name << ".cu has no ptx-nvcc/" << name << ".ptx" << fix;
+      continue;
+    }
+    std::string recorded;
+    std::string line;
+    for (int n = 0; n < 8 && std::getline(ptx, line); ++n)
+      if (line.rfind(key, 0) == 0) recorded = line.substr(key.size());
+    const std::string actual = fnv1a64_hex(read_file(entry.path().string()));
+    if (recorded.empty()) {
+      ADD_FAILURE() << "ptx-nvcc/" << name << ".ptx has no '" << key << "' header line" << fix;
+    } else if (recorded != actual) {
+      ADD_FAILURE() << "ptx-nvcc/" << name << ".ptx is stale (made from source hash " << recorded << ", cu/" << name
+                    << ".cu now hashes to " << actual << ")" << fix;
+    }
+    ++checked;
+  }
+  for (const auto& entry : fs::directory_iterator(QGPU_NVCC_PTX_DIR)) {
+    if (entry.path().extension() != ".ptx") continue;
+    const std::string name = entry.path().stem().string();
+    EXPECT_TRUE(fs::exists(fs::path(QGPU_KERNEL_DIR) / (name + ".cu")))
+        << "ptx-nvcc/" << name << ".ptx has no cu/" << name << ".cu" << fix;
+  }
+  EXPECT_GT(checked, 0) << "no .cu files in " << QGPU_KERNEL_DIR;
+}
 
 // The emulator must notice what would make a launch wrong on a real GPU, or the self-check
 // could pass kernels that are not valid CUDA.
@@ -294,7 +370,9 @@ void register_tests() {
     ::testing::RegisterTest("kernels_selfcheck", c.name.c_str(), nullptr, nullptr, __FILE__, __LINE__,
                             [&c]() -> ::testing::Test* { return new SelfCheck(c); });
     ::testing::RegisterTest("kernels", c.name.c_str(), nullptr, nullptr, __FILE__, __LINE__,
-                            [&c]() -> ::testing::Test* { return new HostRun(c); });
+                            [&c]() -> ::testing::Test* { return new HostRun(c, Producer::kClang); });
+    ::testing::RegisterTest("kernels_nvcc", c.name.c_str(), nullptr, nullptr, __FILE__, __LINE__,
+                            [&c]() -> ::testing::Test* { return new HostRun(c, Producer::kNvcc); });
   }
 }
 

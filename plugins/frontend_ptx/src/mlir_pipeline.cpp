@@ -459,7 +459,7 @@ class ModuleBuilder {
   static bool is_pure(const std::string& op) {
     static const std::set<std::string> kPure = {"mov", "add",  "sub",  "mul",  "mad",  "div", "rem",  "and", "or",
                                                 "xor", "not",  "shl",  "shr",  "min",  "max", "abs",  "neg", "popc",
-                                                "clz", "brev", "setp", "selp", "slct", "cvt", "cvta", "bfe", "bfi"};
+                                                "clz", "brev", "setp", "selp", "slct", "cvt", "cvta", "bfe", "bfi", "bfind"};
     return kPure.count(op) > 0;
   }
 
@@ -656,6 +656,30 @@ class ModuleBuilder {
         r = b_.create<LLVM::CountLeadingZerosOp>(cur_loc_, a.getType(), a, constant(1, 0));
       else
         r = call(op + "_i" + std::to_string(t->bits), int_type(32), {a});  // PTX: result is .u32
+      return write(s.operands[0], r, false);
+    }
+
+    if (op == "bfind") {
+      // bfind[.shiftamt].{u,s}{32,64} d, a (nvcc's __ffs/__clz idioms): the position of the highest
+      // bit that differs from the sign (.u: the highest set bit), or with .shiftamt the distance
+      // from it to the top bit; 0xffffffff when there is none. Result .u32.
+      auto t = int_type_suffix(s, false);
+      const bool shiftamt = nmods == 2 && mod(0) == "shiftamt";
+      if (!t || t->kind == 'b' || (nmods != 1 && !shiftamt)) return unsupported(s);
+      if (!expect_operands(s, 2)) return false;
+      Value a = read(s.operands[1], t->bits, t->is_signed());
+      if (!a) return false;
+      if (t->kind == 's')  // x ^ (x >> (w-1)) turns the highest non-sign bit into the leading one
+        a = b_.create<LLVM::XOrOp>(cur_loc_, a, b_.create<LLVM::AShrOp>(cur_loc_, a, constant(t->bits, t->bits - 1)));
+      Value lz = t->bits == 32 ? Value(b_.create<LLVM::CountLeadingZerosOp>(cur_loc_, a.getType(), a, constant(1, 0)))
+                               : call("clz_i64", int_type(32), {a});
+      Value r;
+      if (shiftamt) {
+        Value none = b_.create<LLVM::ICmpOp>(cur_loc_, LLVM::ICmpPredicate::eq, a, constant(t->bits, 0));
+        r = b_.create<LLVM::SelectOp>(cur_loc_, none, constant(32, -1), lz);
+      } else {
+        r = b_.create<LLVM::SubOp>(cur_loc_, constant(32, t->bits - 1), lz);  // clz(0) = w gives -1
+      }
       return write(s.operands[0], r, false);
     }
 

@@ -1,5 +1,5 @@
 // machine_simt: the 4-lane SIMT GPU — ISA, lowering, reference interpreter
-// (this build), token codec and circuit (later issues).
+// (this build), token codec (src/protocol.*) and circuit (a later issue).
 #include <array>
 #include <string>
 
@@ -37,6 +37,7 @@ class SimtMachine final : public sdk::Machine {
     d.capabilities = {
         {"lower", true, "KernelIR -> machine blocks (docs/ISA.md)"},
         {"interpret", true, "reference interpreter (the semantic oracle)"},
+        {"protocol", true, "token codec and expected record stream (docs/PROTOCOL.md); not yet exposed to the host"},
         {"circuit", false, "not available in this build (machine as layer weights arrives with the circuit issue)"},
     };
     return d;
