@@ -18,76 +18,11 @@ using sdk::Opcode;
 using sdk::Status;
 using sdk::ValueId;
 
-int bits_of(IrType t) {
-  switch (t) {
-    case IrType::kVoid: return 0;
-    case IrType::kI1: return 1;
-    case IrType::kI8: return 8;
-    case IrType::kI16: return 16;
-    case IrType::kI32: return 32;
-    case IrType::kI64: return 64;
-  }
-  return 0;
-}
-
-std::string type_str(IrType t) {
-  return t == IrType::kVoid ? "void" : "i" + std::to_string(bits_of(t));
-}
-
-// Own names for diagnostics (the SDK's opcode_name lives in the frontend's part of the SDK).
-std::string op_str(Opcode op) {
-  switch (op) {
-    case Opcode::kConst: return "const";
-    case Opcode::kParam: return "param";
-    case Opcode::kSpecial: return "special";
-    case Opcode::kSharedAddr: return "shared_addr";
-    case Opcode::kAdd: return "add";
-    case Opcode::kSub: return "sub";
-    case Opcode::kMul: return "mul";
-    case Opcode::kMulHiS: return "mulhi.s";
-    case Opcode::kMulHiU: return "mulhi.u";
-    case Opcode::kSDiv: return "sdiv";
-    case Opcode::kUDiv: return "udiv";
-    case Opcode::kSRem: return "srem";
-    case Opcode::kURem: return "urem";
-    case Opcode::kAnd: return "and";
-    case Opcode::kOr: return "or";
-    case Opcode::kXor: return "xor";
-    case Opcode::kNot: return "not";
-    case Opcode::kNeg: return "neg";
-    case Opcode::kShl: return "shl";
-    case Opcode::kLShr: return "lshr";
-    case Opcode::kAShr: return "ashr";
-    case Opcode::kSMin: return "smin";
-    case Opcode::kSMax: return "smax";
-    case Opcode::kUMin: return "umin";
-    case Opcode::kUMax: return "umax";
-    case Opcode::kAbs: return "abs";
-    case Opcode::kPopc: return "popc";
-    case Opcode::kClz: return "clz";
-    case Opcode::kBrev: return "brev";
-    case Opcode::kICmp: return "icmp";
-    case Opcode::kSelect: return "select";
-    case Opcode::kZExt: return "zext";
-    case Opcode::kSExt: return "sext";
-    case Opcode::kTrunc: return "trunc";
-    case Opcode::kLoad: return "load";
-    case Opcode::kStore: return "store";
-    case Opcode::kAtomic: return "atomic";
-    case Opcode::kShfl: return "shfl";
-    case Opcode::kShflPred: return "shfl.pred";
-    case Opcode::kVote: return "vote";
-    case Opcode::kBarrier: return "barrier";
-    case Opcode::kBr: return "br";
-    case Opcode::kCondBr: return "cond_br";
-    case Opcode::kRet: return "ret";
-  }
-  return "op" + std::to_string(static_cast<int>(op));
-}
-
-bool ir_terminator(Opcode op) {
-  return op == Opcode::kBr || op == Opcode::kCondBr || op == Opcode::kRet;
-}
+// The SDK's names, so diagnostics spell opcodes and types as `qgpu-ptx` dumps do.
+int bits_of(IrType t) { return sdk::ir_type_bits(t); }
+std::string type_str(IrType t) { return std::string(sdk::ir_type_name(t)); }
+std::string op_str(Opcode op) { return std::string(sdk::opcode_name(op)); }
+bool ir_terminator(Opcode op) { return sdk::is_terminator(op); }
 
 // A machine operand before register allocation.
 struct MOp {

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Self-check of the suite's kernels without qgpu: every tests/kernels/cu/*.cu must compile
-# to PTX with clang-16 (using this folder's minimal prelude, flags from TOOLCHAIN.md) and,
+# to PTX with clang-16 (with the frontend's prelude, flags from TOOLCHAIN.md) and,
 # where a CUDA toolkit is installed, with nvcc -ptx -arch=sm_75; clang's PTX is then
 # validated with ptxas. Usage: check_compile.sh [OUTDIR]   (default: a temporary folder)
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cu_dir=$(cd "$here/../cu" && pwd)
+prelude=$(cd "$here/../../../plugins/frontend_ptx/share" && pwd)/qgpu_cuda_prelude.h
 out=${1:-$(mktemp -d)}
 mkdir -p "$out/clang" "$out/nvcc"
 nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
@@ -18,7 +19,7 @@ for f in "$cu_dir"/*.cu; do
   name=$(basename "$f" .cu)
   count=$((count + 1))
   if ! clang++-16 -x cuda --cuda-device-only -nocudainc -nocudalib --cuda-path=/nonexistent \
-      --cuda-feature=+ptx70 --cuda-gpu-arch=sm_75 -O2 -Wall -Werror -include "$here/cuda_prelude.h" \
+      --cuda-feature=+ptx70 --cuda-gpu-arch=sm_75 -O2 -Wall -Werror -include "$prelude" \
       -S "$f" -o "$out/clang/$name.ptx" 2>"$out/clang/$name.err"; then
     echo "FAIL clang: $name"; sed 's/^/  /' "$out/clang/$name.err" | head -5; fail=1; continue
   fi
