@@ -32,6 +32,7 @@ struct RunOptions {
   std::string engine = "interp";
   bool json = false;
   bool trace = false;
+  bool records = false;
   bool stats = false;
   bool dump_program = false;
   std::uint64_t max_steps = 0;  // 0: the machine's default

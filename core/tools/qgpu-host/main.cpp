@@ -69,6 +69,9 @@ int main_impl(int argc, char** argv) {
   run->add_flag("--json", run_options.json, "print one JSON object: kernel, engine, arrays, stats");
   run->add_flag("--trace", run_options.trace, "print every executed block (warp, block, active lanes)");
   run->add_flag("--stats", run_options.stats, "print execution statistics");
+  run->add_flag("--records", run_options.records,
+                "print the launch in the machine's token protocol: prompt records and the records the model must "
+                "generate");
   run->add_flag("--dump-program", run_options.dump_program, "print the lowered machine program");
   run->add_option("--max-steps", run_options.max_steps, "stop with an error after this many block executions");
 

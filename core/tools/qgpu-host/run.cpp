@@ -80,6 +80,7 @@ int run_kernel(const core::Host& host, const RunOptions& options) {
 
   sdk::InterpretOptions interpret_options;
   interpret_options.trace = options.trace;
+  interpret_options.records = options.records;
   if (options.max_steps > 0) interpret_options.max_steps = options.max_steps;
   auto result = core::guarded_call(machine_name, "interpret()", [&] {
     return (*machine)->interpret(**program, *launch, interpret_options);
@@ -97,11 +98,19 @@ int run_kernel(const core::Host& host, const RunOptions& options) {
     out["stats"] = nlohmann::ordered_json::object();
     for (const auto& [key, value] : result->stats) out["stats"][key] = value;
     if (options.trace) out["trace"] = result->trace;
+    if (options.records) {
+      out["prompt_records"] = result->prompt_records;
+      out["generated_records"] = result->generated_records;
+    }
     std::cout << out.dump() << "\n";
     return kExitOk;
   }
   if (options.trace) {
     for (const auto& line : result->trace) std::printf("trace: %s\n", line.c_str());
+  }
+  if (options.records) {
+    for (const auto& line : result->prompt_records) std::printf("prompt: %s\n", line.c_str());
+    for (const auto& line : result->generated_records) std::printf("generate: %s\n", line.c_str());
   }
   for (const auto& a : result->arrays) std::printf("%s = %s\n", a.param.c_str(), core::format_array(a.array).c_str());
   if (options.stats) {

@@ -6,6 +6,7 @@
 #include "config.h"
 #include "interp.h"
 #include "lower.h"
+#include "protocol.h"
 #include "qgpu/sdk/sdk.h"
 
 namespace qgpu::simt {
@@ -37,7 +38,7 @@ class SimtMachine final : public sdk::Machine {
     d.capabilities = {
         {"lower", true, "KernelIR -> machine blocks (docs/ISA.md)"},
         {"interpret", true, "reference interpreter (the semantic oracle)"},
-        {"protocol", true, "token codec and expected record stream (docs/PROTOCOL.md); not yet exposed to the host"},
+        {"protocol", true, "token codec and expected record stream (docs/PROTOCOL.md; run --records)"},
         {"circuit", false, "not available in this build (machine as layer weights arrives with the circuit issue)"},
     };
     return d;
@@ -57,7 +58,21 @@ class SimtMachine final : public sdk::Machine {
                                              const sdk::InterpretOptions& options) override {
     const auto* simt = dynamic_cast<const Program*>(&program);
     if (simt == nullptr) return sdk::invalid_argument("machine_simt: the program was not lowered by machine_simt");
-    return interpret_program(*simt, args, options);
+    if (!options.records) return interpret_program(*simt, args, options);
+    // The same run, observed: the prompt and the record stream the model will have to generate.
+    auto launch = record_launch(*simt, args, options);
+    if (!launch) return launch.error();
+    sdk::LaunchResult result = std::move(launch->result);
+    auto line = [](const Record& r) {
+      const int n = token_count(r);
+      return to_text(r) + "  (" + std::to_string(n) + (n == 1 ? " token)" : " tokens)");
+    };
+    for (const Record& r : launch->prompt) result.prompt_records.push_back(line(r));
+    for (const Record& r : launch->generated) result.generated_records.push_back(line(r));
+    result.stats.emplace_back("prompt_tokens", launch->prompt_tokens);
+    result.stats.emplace_back("generated_tokens", launch->generated_tokens);
+    result.stats.emplace_back("protocol_vocabulary_rows", vocabulary_rows());
+    return result;
   }
 
  private:

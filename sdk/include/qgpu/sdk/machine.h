@@ -38,10 +38,15 @@ struct LaunchResult {
   std::vector<LaunchArg> arrays;  // final contents of every array argument, in parameter order
   std::vector<std::pair<std::string, std::int64_t>> stats;  // e.g. {"warp_instructions", 12}
   std::vector<std::string> trace;  // one line per executed block (warp, block, active lanes) when asked for
+  // With InterpretOptions::records, the machine's token protocol for this launch: the records the host
+  // feeds and those the model must generate, one readable line each (with its token count).
+  std::vector<std::string> prompt_records;
+  std::vector<std::string> generated_records;
 };
 
 struct InterpretOptions {
   bool trace = false;
+  bool records = false;  // also encode the launch in the machine's token protocol (prompt + expected stream)
   std::uint64_t max_steps = 10'000'000;  // block executions before the run is stopped with an error
 };
 
