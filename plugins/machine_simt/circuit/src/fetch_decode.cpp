@@ -1,0 +1,167 @@
+#include "fetch_decode.h"
+
+#include <string>
+
+#include "qgpu/weights/primitives.h"
+
+namespace qgpu::simt::circuit {
+namespace {
+
+using weights::Affine;
+using weights::Bit;
+using weights::Circuit;
+using weights::MlpBuilder;
+using weights::Term;
+using weights::Word;
+
+constexpr int kBlockBits = 5;  // log2(kProtoBlocks)
+constexpr int kWarpBits = 3;   // log2(kProtoWarps)
+static_assert(kProtoBlocks == 1 << kBlockBits && kProtoWarps == 1 << kWarpBits);
+
+Word slice(const Word& w, int pos, int width) {
+  return Word(w.begin() + pos, w.begin() + pos + width);
+}
+
+// Bits of `w` that match the value v (positive rail where v has a 1, negative where 0).
+std::vector<Bit> pattern(const Word& w, unsigned v) {
+  std::vector<Bit> m;
+  for (std::size_t i = 0; i < w.size(); ++i) m.push_back(((v >> i) & 1) ? w[i] : !w[i]);
+  return m;
+}
+
+// One-hot of a small binary field: bit k is 1 iff w == k (1 selector neuron per value).
+sdk::Expected<Word> one_hot(Circuit& c, const std::string& owner, const std::string& name, const Word& w, int values) {
+  auto out = c.computed(owner, name, values);
+  if (!out) return out.status();
+  MlpBuilder mb(c);
+  for (int k = 0; k < values; ++k) mb.select(pattern(w, static_cast<unsigned>(k)), Affine{{}, 1}, {Term{(*out)[k], 1}});
+  QGPU_RETURN_IF_ERROR(mb.commit(owner + "." + name));
+  return out;
+}
+
+// kind == kSpecial and number < Special::kCount: 16·k1 + 16·¬k0 − number ≥ 32 − (kCount − 1).
+sdk::Expected<Bit> special_ok(Circuit& c, const std::string& owner, const std::string& name, const Word& kind,
+                              const Word& number) {
+  std::vector<Term> t{{kind[1], 16}, {!kind[0], 16}};
+  for (std::size_t i = 0; i < number.size(); ++i) t.push_back(Term{number[i], -static_cast<double>(1u << i)});
+  return weights::threshold(c, owner, name, std::move(t), 32 - (static_cast<int>(Special::kCount) - 1));
+}
+
+sdk::Status decode_slot(Circuit& c, const std::string& owner, SlotFields& s) {
+  const Word& lo = s.lo;
+  auto take = [&](const std::string& name, const Word& w, Word& out) -> sdk::Status {
+    auto r = weights::copy(c, owner, name, w);
+    if (!r) return r.status();
+    out = std::move(*r);
+    return sdk::Status::ok();
+  };
+  QGPU_RETURN_IF_ERROR(take("d", slice(lo, kPosD, kRegBits), s.d));
+  QGPU_RETURN_IF_ERROR(take("a", slice(lo, kPosA, kRegBits), s.a));
+  QGPU_RETURN_IF_ERROR(take("b", slice(lo, kPosB, kRegBits), s.b));
+  QGPU_RETURN_IF_ERROR(take("c", slice(lo, kPosC, kRegBits), s.c));
+  QGPU_RETURN_IF_ERROR(take("flags", slice(lo, kPosFlags, 6), s.flags));
+  QGPU_RETURN_IF_ERROR(take("imm", s.hi, s.imm));
+  auto op = one_hot(c, owner, "opcode", slice(lo, 0, kOpcodeBits), kOpCount);
+  if (!op) return op.status();
+  s.opcode = std::move(*op);
+  auto ak = one_hot(c, owner, "ak", slice(lo, kPosAk, 2), 3);
+  if (!ak) return ak.status();
+  s.ak = std::move(*ak);
+  auto bk = one_hot(c, owner, "bk", slice(lo, kPosBk, 2), 3);
+  if (!bk) return bk.status();
+  s.bk = std::move(*bk);
+  // Operand kinds that decode() accepts: reg, imm, or a special with a number in range.
+  auto aspec = special_ok(c, owner, "ak_special_ok", slice(lo, kPosAk, 2), slice(lo, kPosA, kRegBits));
+  if (!aspec) return aspec.status();
+  auto bspec = special_ok(c, owner, "bk_special_ok", slice(lo, kPosBk, 2), slice(lo, kPosB, kRegBits));
+  if (!bspec) return bspec.status();
+  // valid = opcode in table ∧ a ok ∧ b ok: the three sums are each 0 or 1.
+  std::vector<Term> v;
+  for (const Bit& b : s.opcode) v.push_back(Term{b, 1});
+  for (const Bit& b : {s.ak[0], s.ak[1], *aspec, s.bk[0], s.bk[1], *bspec}) v.push_back(Term{b, 1});
+  auto valid = weights::threshold(c, owner, "valid", std::move(v), 3);
+  if (!valid) return valid.status();
+  s.valid = *valid;
+  return sdk::Status::ok();
+}
+
+}  // namespace
+
+sdk::Expected<FetchDecode> build_fetch_decode(Circuit& c, int slots) {
+  if (slots < 1 || slots > kProtoRowsPerBlock)
+    return sdk::invalid_argument("fetch/decode: " + std::to_string(slots) +
+                                 " ROM slots per block, the protocol holds 1.." + std::to_string(kProtoRowsPerBlock));
+  FetchDecode fd;
+  fd.slots = slots;
+  auto in = [&](const std::string& owner, const std::string& name, int width, Word& out) -> sdk::Status {
+    auto w = c.input(owner, name, width);
+    if (!w) return w.status();
+    out = std::move(*w);
+    return sdk::Status::ok();
+  };
+  QGPU_RETURN_IF_ERROR(in("rom", "block", kBlockBits, fd.rom_block));
+  QGPU_RETURN_IF_ERROR(in("rom", "select", 2 * slots, fd.rom_select));
+  QGPU_RETURN_IF_ERROR(in("rom", "payload", 32, fd.rom_payload));
+  QGPU_RETURN_IF_ERROR(in("exec", "is", 1, fd.exec_is));
+  QGPU_RETURN_IF_ERROR(in("exec", "block", kBlockBits, fd.exec_block));
+  QGPU_RETURN_IF_ERROR(in("exec", "warp", kWarpBits, fd.exec_warp));
+  QGPU_RETURN_IF_ERROR(in("exec", "lanes", kProtoLanes, fd.exec_lanes));
+  fd.slot.resize(static_cast<std::size_t>(slots));
+  for (int k = 0; k < slots; ++k) {
+    for (int h = 0; h < 2; ++h) {
+      const std::string name = "s" + std::to_string(k) + (h ? ".hi" : ".lo");
+      auto ram = c.add_ram("rom", name, kProtoBlocks, 32);
+      if (!ram) return ram.status();
+      fd.rams.push_back(*ram);
+      QGPU_RETURN_IF_ERROR(c.ram_write(*ram, fd.rom_block, fd.rom_payload, fd.rom_select[2 * k + h]));
+      // The read surfaces only on EXEC tokens (z gate), so decode sees 0 elsewhere.
+      auto r = c.ram_read(*ram, "fetch." + name, fd.exec_block, fd.exec_is[0]);
+      if (!r) return r.status();
+      (h ? fd.slot[k].hi : fd.slot[k].lo) = std::move(*r);
+    }
+  }
+  // Decode only on EXEC tokens: every other token keeps the placeholders (0).
+  c.push_enable(fd.exec_is[0]);
+  for (int k = 0; k < slots; ++k) {
+    sdk::Status s = decode_slot(c, "decode.s" + std::to_string(k), fd.slot[k]);
+    if (!s.is_ok()) {
+      c.pop_enable();
+      return s;
+    }
+  }
+  c.pop_enable();
+  return fd;
+}
+
+sdk::Expected<std::vector<std::pair<Word, std::uint64_t>>> token_inputs(const FetchDecode& fd, const Record& r) {
+  std::vector<std::pair<Word, std::uint64_t>> v;
+  if (r.kind == RecordKind::kRom) {
+    if (r.block >= kProtoBlocks)
+      return sdk::invalid_argument("ROM record: block " + std::to_string(r.block) + " outside 0.." +
+                                   std::to_string(kProtoBlocks - 1));
+    if (r.half > 1) return sdk::invalid_argument("ROM record: half " + std::to_string(r.half) + " is not 0 or 1");
+    if (r.slot >= static_cast<std::uint32_t>(fd.slots))
+      return sdk::invalid_argument("ROM record: slot " + std::to_string(r.slot) + " outside the circuit's " +
+                                   std::to_string(fd.slots) + " slots per block");
+    v.emplace_back(fd.rom_block, r.block);
+    v.emplace_back(fd.rom_select, std::uint64_t{1} << (2 * r.slot + r.half));
+    v.emplace_back(fd.rom_payload, r.values[0]);
+  } else if (r.kind == RecordKind::kExec) {
+    if (r.block >= kProtoBlocks)
+      return sdk::invalid_argument("EXEC record: block " + std::to_string(r.block) + " outside 0.." +
+                                   std::to_string(kProtoBlocks - 1));
+    if (r.warp >= kProtoWarps)
+      return sdk::invalid_argument("EXEC record: warp " + std::to_string(r.warp) + " outside 0.." +
+                                   std::to_string(kProtoWarps - 1));
+    if (r.lanes >= (1u << kProtoLanes))
+      return sdk::invalid_argument("EXEC record: lane mask " + std::to_string(r.lanes) + " has bits above lane " +
+                                   std::to_string(kProtoLanes - 1));
+    v.emplace_back(fd.exec_is, 1);
+    v.emplace_back(fd.exec_block, r.block);
+    v.emplace_back(fd.exec_warp, r.warp);
+    v.emplace_back(fd.exec_lanes, r.lanes);
+  }
+  return v;
+}
+
+}  // namespace qgpu::simt::circuit
