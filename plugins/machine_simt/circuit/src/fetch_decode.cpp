@@ -49,18 +49,14 @@ sdk::Expected<Bit> special_ok(Circuit& c, const std::string& owner, const std::s
 
 sdk::Status decode_slot(Circuit& c, const std::string& owner, SlotFields& s) {
   const Word& lo = s.lo;
-  auto take = [&](const std::string& name, const Word& w, Word& out) -> sdk::Status {
-    auto r = weights::copy(c, owner, name, w);
-    if (!r) return r.status();
-    out = std::move(*r);
-    return sdk::Status::ok();
-  };
-  QGPU_RETURN_IF_ERROR(take("d", slice(lo, kPosD, kRegBits), s.d));
-  QGPU_RETURN_IF_ERROR(take("a", slice(lo, kPosA, kRegBits), s.a));
-  QGPU_RETURN_IF_ERROR(take("b", slice(lo, kPosB, kRegBits), s.b));
-  QGPU_RETURN_IF_ERROR(take("c", slice(lo, kPosC, kRegBits), s.c));
-  QGPU_RETURN_IF_ERROR(take("flags", slice(lo, kPosFlags, 6), s.flags));
-  QGPU_RETURN_IF_ERROR(take("imm", s.hi, s.imm));
+  // The plain fields are views of the fetched halves (no neurons, no channels):
+  // the reads are already 0 on every token but EXEC.
+  s.d = slice(lo, kPosD, kRegBits);
+  s.a = slice(lo, kPosA, kRegBits);
+  s.b = slice(lo, kPosB, kRegBits);
+  s.c = slice(lo, kPosC, kRegBits);
+  s.flags = slice(lo, kPosFlags, 6);
+  s.imm = s.hi;
   auto op = one_hot(c, owner, "opcode", slice(lo, 0, kOpcodeBits), kOpCount);
   if (!op) return op.status();
   s.opcode = std::move(*op);

@@ -24,10 +24,10 @@ namespace qgpu::simt::circuit {
 struct SlotFields {
   weights::Word lo, hi;      // the raw halves as read from the ROM
   weights::Word opcode;      // kOpCount bits, one-hot (all 0 for an opcode outside the table)
-  weights::Word d, a, b, c;  // 4-bit register / special numbers
+  weights::Word d, a, b, c;  // 4-bit register / special numbers (views of lo)
   weights::Word ak, bk;      // 3 bits one-hot: reg, imm, special (all 0 for kind 3)
-  weights::Word flags;       // 6 bits
-  weights::Word imm;         // 32 bits
+  weights::Word flags;       // 6 bits (a view of lo)
+  weights::Word imm;         // 32 bits (a view of hi)
   weights::Bit valid;        // decode() would succeed
 };
 
