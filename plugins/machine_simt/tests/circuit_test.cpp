@@ -12,6 +12,7 @@
 
 #include "fetch_decode.h"
 #include "ir_builder.h"
+#include "kernels.h"
 #include "isa.h"
 #include "lower.h"
 #include "protocol.h"
@@ -25,7 +26,9 @@ namespace {
 using circuit::FetchDecode;
 using sdk::CmpPred;
 using sdk::Opcode;
+using test::dot_guarded_kernel;
 using test::IrBuilder;
+using test::vadd_kernel;
 using weights::DType;
 using ValueId = sdk::ValueId;
 
@@ -71,37 +74,7 @@ const Compiled& compiled() {
 
 // --- ROM images: lowered kernels (the machine's own lowering) and random rows.
 
-sdk::KernelIR vector_add() {
-  IrBuilder b("vadd");
-  const ValueId pa = b.ptr_param("a"), pb = b.ptr_param("b"), pc = b.ptr_param("c"), n = b.int_param("n");
-  const ValueId i = b.global_index();
-  const ValueId out = b.icmp(CmpPred::kSge, i, n);
-  const int body = b.block("body"), exit = b.block("exit");
-  b.at(0);
-  b.cond_br(out, exit, {}, body);
-  b.at(body);
-  b.store(b.element(pc, i), b.bin(Opcode::kAdd, b.load(b.element(pa, i)), b.load(b.element(pb, i))));
-  b.br(exit);
-  b.at(exit);
-  b.ret();
-  return b.k;
-}
 
-sdk::KernelIR dot() {
-  IrBuilder b("dot");
-  const ValueId pa = b.ptr_param("a"), pb = b.ptr_param("b"), po = b.ptr_param("out"), n = b.int_param("n");
-  const ValueId i = b.global_index();
-  const ValueId in = b.icmp(CmpPred::kSlt, i, n);
-  const int body = b.block("body"), exit = b.block("exit");
-  b.at(0);
-  b.cond_br(in, body, {}, exit);
-  b.at(body);
-  b.atomic(sdk::AtomicOp::kAdd, po, {b.bin(Opcode::kMul, b.load(b.element(pa, i)), b.load(b.element(pb, i)))});
-  b.br(exit);
-  b.at(exit);
-  b.ret();
-  return b.k;
-}
 
 // out[i] = op(a[i], b[i]): division expands into a loop of many blocks.
 sdk::KernelIR binary(Opcode op) {
@@ -287,7 +260,7 @@ TEST(Circuit, FetchDecodeCompilesToQwenLayers) {
 TEST(Circuit, FetchDecodeMatchesIsaOnLoweredAndRandomRoms) {
   ASSERT_TRUE(compiled().ok);
   const std::vector<std::vector<std::uint64_t>> images = {
-      rom_of(vector_add(), 1), rom_of(dot(), 2), rom_of(binary(Opcode::kSDiv), 3),
+      rom_of(vadd_kernel(), 1), rom_of(dot_guarded_kernel(), 2), rom_of(binary(Opcode::kSDiv), 3),
       random_valid_rows(4),    edge_rows(5),     rom_of(binary(Opcode::kMulHiS), 6)};
   for (DType dt : {DType::kF32, DType::kBF16}) {
     const RunStats r = run_images(dt, images, 7);
@@ -423,7 +396,7 @@ RegStats run_registers(const RegCompiled& k, DType dt, std::uint64_t seed) {
   for (std::uint32_t w = 0; w < kProtoWarps; ++w)  // the prompt: r1..r15 of every warp, all lanes
     for (std::uint32_t r = 1; r < 16; ++r) wreg(wreg_record(w, r, 0xf, {value(), value(), value(), value()}));
   // A lowered program (its rows after the program replaced by random valid instructions).
-  std::vector<std::uint64_t> lowered = rom_of(vector_add(), 22);
+  std::vector<std::uint64_t> lowered = rom_of(vadd_kernel(), 22);
   const std::vector<std::uint64_t> fill = random_valid_rows(23);
   for (std::size_t i = 0; i < lowered.size(); ++i)
     if (Instr in; !decode(lowered[i], in)) lowered[i] = fill[i];

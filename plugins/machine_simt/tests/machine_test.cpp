@@ -15,6 +15,7 @@
 
 #include "interp.h"
 #include "ir_builder.h"
+#include "kernels.h"
 #include "isa.h"
 #include "lower.h"
 
@@ -453,26 +454,9 @@ std::vector<std::int32_t> random_ints(std::size_t n, std::uint32_t seed, int lo 
   return v;
 }
 
-sdk::KernelIR vector_add() {
-  IrBuilder b("vadd");
-  const ValueId pa = b.ptr_param("a"), pb = b.ptr_param("b"), pc = b.ptr_param("c"), n = b.int_param("n");
-  const ValueId i = b.global_index();
-  const ValueId out = b.icmp(CmpPred::kSge, i, n);
-  const int body = b.block("body"), exit = b.block("exit");
-  b.at(0);
-  b.cond_br(out, exit, {}, body);
-  b.at(body);
-  const ValueId s = b.bin(Opcode::kAdd, b.load(b.element(pa, i)), b.load(b.element(pb, i)));
-  b.store(b.element(pc, i), s);
-  b.br(exit);
-  b.at(exit);
-  b.ret();
-  return b.k;
-}
-
 TEST(Kernels, VectorAddWithGuard) {
   const auto a = random_ints(32, 1), bv = random_ints(32, 2);
-  auto r = run(vector_add(), {2, 16},
+  auto r = run(vadd_kernel(), {2, 16},
                {arr("a", a), arr("b", bv), arr("c", std::vector<std::int32_t>(32, -7)), scalar("n", 30)});
   ASSERT_TRUE(r) << r.status().to_string();
   ASSERT_EQ(r->arrays.size(), 3u);
@@ -482,21 +466,9 @@ TEST(Kernels, VectorAddWithGuard) {
 }
 
 TEST(Kernels, DotProductWithAtomicAdd) {
-  IrBuilder b("dot");
-  const ValueId pa = b.ptr_param("a"), pb = b.ptr_param("b"), po = b.ptr_param("out"), n = b.int_param("n");
-  const ValueId i = b.global_index();
-  const ValueId in = b.icmp(CmpPred::kSlt, i, n);
-  const int body = b.block("body"), exit = b.block("exit");
-  b.at(0);
-  b.cond_br(in, body, {}, exit);
-  b.at(body);
-  const ValueId prod = b.bin(Opcode::kMul, b.load(b.element(pa, i)), b.load(b.element(pb, i)));
-  b.atomic(sdk::AtomicOp::kAdd, po, {prod});
-  b.br(exit);
-  b.at(exit);
-  b.ret();
+  const sdk::KernelIR k = dot_guarded_kernel();
   {
-    auto r = run(b.k, {1, 4}, {arr("a", {1, 2, 3}), arr("b", {4, 5, 6}), arr("out", {0}), scalar("n", 3)});
+    auto r = run(k, {1, 4}, {arr("a", {1, 2, 3}), arr("b", {4, 5, 6}), arr("out", {0}), scalar("n", 3)});
     ASSERT_TRUE(r) << r.status().to_string();
     EXPECT_EQ(r->arrays[2].array[0], 32);
     EXPECT_EQ(stat(*r, "atomics"), 3);
@@ -504,33 +476,16 @@ TEST(Kernels, DotProductWithAtomicAdd) {
   const auto a = random_ints(40, 3), bv = random_ints(40, 4);
   std::int32_t want = 0;
   for (int i = 0; i < 40; ++i) want += a[i] * bv[i];
-  auto r = run(b.k, {3, 16}, {arr("a", a), arr("b", bv), arr("out", {0}), scalar("n", 40)});
+  auto r = run(k, {3, 16}, {arr("a", a), arr("b", bv), arr("out", {0}), scalar("n", 40)});
   ASSERT_TRUE(r) << r.status().to_string();
   EXPECT_EQ(r->arrays[2].array[0], want);
 }
 
 TEST(Kernels, LoopWithBlockArgumentsAndDivergentTripCounts) {
   // out[i] = sum_{j < a[i]} (j ^ i), a rotated loop as clang emits it.
-  IrBuilder b("loop");
-  const ValueId pa = b.ptr_param("a"), po = b.ptr_param("out");
-  const ValueId i = b.tid();
-  const ValueId cnt = b.load(b.element(pa, i));
-  const ValueId zero = b.c32(0);
-  const ValueId any = b.icmp(CmpPred::kSgt, cnt, zero);
-  const int loop = b.block("loop", {IrType::kI32, IrType::kI32});
-  const int exit = b.block("exit", {IrType::kI32});
-  b.at(0);
-  b.cond_br(any, loop, {zero, zero}, exit, {zero});
-  b.at(loop);
-  const ValueId j = b.arg(loop, 0), s = b.arg(loop, 1);
-  const ValueId s2 = b.bin(Opcode::kAdd, s, b.bin(Opcode::kXor, j, i));
-  const ValueId j2 = b.bin(Opcode::kAdd, j, b.c32(1));
-  b.cond_br(b.icmp(CmpPred::kSlt, j2, cnt), loop, {j2, s2}, exit, {s2});
-  b.at(exit);
-  b.store(b.element(po, i), b.arg(exit, 0));
-  b.ret();
+  const sdk::KernelIR k = loop_kernel();
   const auto a = random_ints(8, 9, -3, 20);
-  auto r = run(b.k, {1, 8}, {arr("a", a), arr("out", std::vector<std::int32_t>(8, 99))});
+  auto r = run(k, {1, 8}, {arr("a", a), arr("out", std::vector<std::int32_t>(8, 99))});
   ASSERT_TRUE(r) << r.status().to_string();
   for (int t = 0; t < 8; ++t) {
     int want = 0;
@@ -540,39 +495,9 @@ TEST(Kernels, LoopWithBlockArgumentsAndDivergentTripCounts) {
 }
 
 TEST(Kernels, SharedMemoryReductionWithBarriers) {
-  IrBuilder b("reduce");
-  const ValueId pin = b.ptr_param("in"), pout = b.ptr_param("out");
-  b.k.shared.push_back({"s", 32, 4});
-  const ValueId t = b.tid(), gid = b.global_index();
-  const ValueId mine = b.element(b.shared_addr(0), t);
-  b.store(mine, b.load(b.element(pin, gid)), AddressSpace::kShared);
-  b.barrier();
-  const int loop = b.block("loop", {IrType::kI32});
-  const int add = b.block("add"), next = b.block("next"), done = b.block("done"), write = b.block("write"),
-            exit = b.block("exit");
-  b.at(0);
-  b.br(loop, {b.c32(4)});
-  b.at(loop);
-  const ValueId stride = b.arg(loop, 0);
-  b.cond_br(b.icmp(CmpPred::kSlt, t, stride), add, {}, next);
-  b.at(add);
-  const ValueId x = b.load(mine, AddressSpace::kShared);
-  const ValueId y = b.load(b.element(b.shared_addr(0), b.bin(Opcode::kAdd, t, stride)), AddressSpace::kShared);
-  b.store(mine, b.bin(Opcode::kAdd, x, y), AddressSpace::kShared);
-  b.br(next);
-  b.at(next);
-  b.barrier();
-  const ValueId half = b.bin(Opcode::kLShr, stride, b.c32(1));
-  b.cond_br(b.icmp(CmpPred::kNe, half, b.c32(0)), loop, {half}, done);
-  b.at(done);
-  b.cond_br(b.icmp(CmpPred::kEq, t, b.c32(0)), write, {}, exit);
-  b.at(write);
-  b.store(b.element(pout, b.ctaid()), b.load(b.shared_addr(0), AddressSpace::kShared));
-  b.br(exit);
-  b.at(exit);
-  b.ret();
+  const sdk::KernelIR k = reduce_kernel();
   const auto in = random_ints(24, 12);
-  auto r = run(b.k, {3, 8}, {arr("in", in), arr("out", {0, 0, 0})});
+  auto r = run(k, {3, 8}, {arr("in", in), arr("out", {0, 0, 0})});
   ASSERT_TRUE(r) << r.status().to_string();
   for (int blk = 0; blk < 3; ++blk) {
     int want = 0;
@@ -617,25 +542,11 @@ TEST(Kernels, WidthFourShuffleReductions) {
 
 TEST(Kernels, DivergentIfElseRejoins) {
   // r = (a[i] & 1) ? a[i] - 100 : a[i] * 3; out[i] = r + i
-  IrBuilder b("ifelse");
-  const ValueId pa = b.ptr_param("a"), po = b.ptr_param("out");
-  const ValueId i = b.tid();
-  const ValueId v = b.load(b.element(pa, i));
-  const ValueId odd = b.icmp(CmpPred::kNe, b.bin(Opcode::kAnd, v, b.c32(1)), b.c32(0));
-  const int then_b = b.block("odd"), else_b = b.block("even"), join = b.block("join", {IrType::kI32});
-  b.at(0);
-  b.cond_br(odd, then_b, {}, else_b);
-  b.at(then_b);
-  b.br(join, {b.bin(Opcode::kSub, v, b.c32(100))});
-  b.at(else_b);
-  b.br(join, {b.bin(Opcode::kMul, v, b.c32(3))});
-  b.at(join);
-  b.store(b.element(po, i), b.bin(Opcode::kAdd, b.arg(join, 0), i));
-  b.ret();
+  const sdk::KernelIR k = ifelse_kernel();
   const auto a = random_ints(8, 31);
   sdk::InterpretOptions opt;
   opt.trace = true;
-  auto r = run(b.k, {1, 8}, {arr("a", a), arr("out", std::vector<std::int32_t>(8, 0))}, {}, opt);
+  auto r = run(k, {1, 8}, {arr("a", a), arr("out", std::vector<std::int32_t>(8, 0))}, {}, opt);
   ASSERT_TRUE(r) << r.status().to_string();
   for (int t = 0; t < 8; ++t) EXPECT_EQ(r->arrays[1].array[t], ((a[t] & 1) ? a[t] - 100 : a[t] * 3) + t) << t;
   // Every warp ends with one execution of the join block by all four lanes.
@@ -774,19 +685,12 @@ TEST(Kernels, SixtyFourBitClosedFormsAsClangEmitsThem) {
 
 TEST(Kernels, AtomicsThroughTheLowering) {
   // atomicMax(&m[0], a[i]); m[1 + i] = atomicExch(&m[9], i); atomicCAS(&m[10], 0, i + 1)
-  IrBuilder b("atomics");
-  const ValueId pa = b.ptr_param("a"), pm = b.ptr_param("m");
-  const ValueId i = b.global_index();
-  b.atomic(sdk::AtomicOp::kSMax, pm, {b.load(b.element(pa, i))});
-  const ValueId old = b.atomic(sdk::AtomicOp::kExch, b.bin(Opcode::kAdd, pm, b.c64(36)), {i});
-  b.store(b.element(pm, b.bin(Opcode::kAdd, i, b.c32(1))), old);
-  b.atomic(sdk::AtomicOp::kCas, b.bin(Opcode::kAdd, pm, b.c64(40)), {b.c32(0), b.bin(Opcode::kAdd, i, b.c32(1))});
-  b.ret();
+  const sdk::KernelIR k = atomics_kernel();
   const auto a = random_ints(8, 61);
   std::vector<std::int32_t> m(11, 0);
   m[0] = INT_MIN;
   m[9] = -5;
-  auto r = run(b.k, {2, 4}, {arr("a", a), arr("m", m)});
+  auto r = run(k, {2, 4}, {arr("a", a), arr("m", m)});
   ASSERT_TRUE(r) << r.status().to_string();
   const auto& o = r->arrays[1].array;
   EXPECT_EQ(o[0], *std::max_element(a.begin(), a.end()));
@@ -800,11 +704,11 @@ TEST(Kernels, AtomicsThroughTheLowering) {
 // ---------------------------------------------------------------------------- limits and diagnostics
 
 TEST(Limits, ThreadsPerBlockAndLaunch) {
-  auto r = lower_kernel(vector_add(), {1, 64}, {});
+  auto r = lower_kernel(vadd_kernel(), {1, 64}, {});
   ASSERT_FALSE(r);
   EXPECT_EQ(r.status().message(),
             "kernel 'vadd': thread block of 64 threads exceeds max_block_threads 32 (over by 32)");
-  r = lower_kernel(vector_add(), {5, 32}, {});
+  r = lower_kernel(vadd_kernel(), {5, 32}, {});
   ASSERT_FALSE(r);
   EXPECT_EQ(r.status().message(),
             "kernel 'vadd': launch of 160 threads (grid 5 x block 32) exceeds max_threads 128 (over by 32)");
@@ -814,7 +718,7 @@ TEST(Limits, ThreadsPerBlockAndLaunch) {
 TEST(Limits, RomBlocks) {
   MachineConfig cfg;
   cfg.rom_blocks = 2;
-  auto r = lower_kernel(vector_add(), {1, 4}, cfg);
+  auto r = lower_kernel(vadd_kernel(), {1, 4}, cfg);
   ASSERT_FALSE(r);
   std::smatch m;
   const std::string msg = r.status().to_string();
@@ -825,11 +729,11 @@ TEST(Limits, RomBlocks) {
       << msg;
   EXPECT_EQ(std::stoi(m[1]) - 2, std::stoi(m[2]));
   cfg.rom_blocks = std::stoi(m[1]);
-  EXPECT_TRUE(lower_kernel(vector_add(), {1, 4}, cfg));  // exactly enough
+  EXPECT_TRUE(lower_kernel(vadd_kernel(), {1, 4}, cfg));  // exactly enough
 }
 
 TEST(Limits, GlobalMemory) {
-  auto p = lower_kernel(vector_add(), {1, 4}, {});
+  auto p = lower_kernel(vadd_kernel(), {1, 4}, {});
   ASSERT_TRUE(p);
   auto r = interpret_program(**p,
                              {arr("a", std::vector<std::int32_t>(50)), arr("b", std::vector<std::int32_t>(50)),
@@ -839,7 +743,7 @@ TEST(Limits, GlobalMemory) {
 }
 
 TEST(Limits, GlobalMemoryOver) {
-  auto p = lower_kernel(vector_add(), {1, 4}, {});
+  auto p = lower_kernel(vadd_kernel(), {1, 4}, {});
   ASSERT_TRUE(p);
   auto r = interpret_program(**p,
                              {arr("a", std::vector<std::int32_t>(50)), arr("b", std::vector<std::int32_t>(50)),
@@ -903,7 +807,7 @@ TEST(Limits, RegisterPressure) {
 
 TEST(Diagnostics, OutOfBoundsStore) {
   // n = 9 with arrays of 8: thread 8 stores c[8], one word past the last array.
-  auto r = run(vector_add(), {1, 12},
+  auto r = run(vadd_kernel(), {1, 12},
                {arr("a", std::vector<std::int32_t>(8)), arr("b", std::vector<std::int32_t>(8)),
                 arr("c", std::vector<std::int32_t>(8)), scalar("n", 9)});
   ASSERT_FALSE(r);
@@ -1008,7 +912,7 @@ TEST(Diagnostics, RejectsWhatTheMachineCannotComputeExactly) {
 }
 
 TEST(Program, DumpListsBlocksAndLaunchConstants) {
-  auto p = lower_kernel(vector_add(), {2, 16}, {});
+  auto p = lower_kernel(vadd_kernel(), {2, 16}, {});
   ASSERT_TRUE(p) << p.status().to_string();
   const std::string d = (*p)->dump();
   EXPECT_NE(d.find("kernel vadd: grid 2 x block 16;"), std::string::npos) << d;

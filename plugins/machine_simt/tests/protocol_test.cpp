@@ -16,6 +16,7 @@
 
 #include "interp.h"
 #include "ir_builder.h"
+#include "kernels.h"
 #include "isa.h"
 #include "lower.h"
 
@@ -193,112 +194,10 @@ TEST(Protocol, InvalidTokensAreNamed) {
 
 // ---------------------------------------------------------------------------- kernels
 
-// examples/dot.cu as clang-16 -O2 emits it (one mul.wide for both addresses, setp.ge + branch to the exit).
-sdk::KernelIR dot_kernel() {
-  IrBuilder b("dot");
-  const ValueId pa = b.ptr_param("a"), pb = b.ptr_param("b"), po = b.ptr_param("out"), n = b.int_param("n");
-  const ValueId i = b.global_index();
-  const ValueId out_of_range = b.icmp(CmpPred::kSge, i, n);
-  const int body = b.block("body"), exit = b.block("exit");
-  b.at(0);
-  b.cond_br(out_of_range, exit, {}, body);
-  b.at(body);
-  const ValueId off = b.bin(Opcode::kMul, b.sext64(i), b.c64(4));
-  const ValueId prod = b.bin(Opcode::kMul, b.load(b.bin(Opcode::kAdd, pa, off)), b.load(b.bin(Opcode::kAdd, pb, off)));
-  b.atomic(sdk::AtomicOp::kAdd, po, {prod});
-  b.br(exit);
-  b.at(exit);
-  b.ret();
-  return b.k;
-}
 
-sdk::KernelIR ifelse_kernel() {
-  IrBuilder b("ifelse");
-  const ValueId pa = b.ptr_param("a"), po = b.ptr_param("out");
-  const ValueId i = b.tid();
-  const ValueId v = b.load(b.element(pa, i));
-  const ValueId odd = b.icmp(CmpPred::kNe, b.bin(Opcode::kAnd, v, b.c32(1)), b.c32(0));
-  const int then_b = b.block("odd"), else_b = b.block("even"), join = b.block("join", {IrType::kI32});
-  b.at(0);
-  b.cond_br(odd, then_b, {}, else_b);
-  b.at(then_b);
-  b.br(join, {b.bin(Opcode::kSub, v, b.c32(100))});
-  b.at(else_b);
-  b.br(join, {b.bin(Opcode::kMul, v, b.c32(3))});
-  b.at(join);
-  b.store(b.element(po, i), b.bin(Opcode::kAdd, b.arg(join, 0), i));
-  b.ret();
-  return b.k;
-}
 
-sdk::KernelIR loop_kernel() {
-  IrBuilder b("loop");
-  const ValueId pa = b.ptr_param("a"), po = b.ptr_param("out");
-  const ValueId i = b.tid();
-  const ValueId cnt = b.load(b.element(pa, i));
-  const ValueId zero = b.c32(0);
-  const ValueId any = b.icmp(CmpPred::kSgt, cnt, zero);
-  const int loop = b.block("loop", {IrType::kI32, IrType::kI32});
-  const int exit = b.block("exit", {IrType::kI32});
-  b.at(0);
-  b.cond_br(any, loop, {zero, zero}, exit, {zero});
-  b.at(loop);
-  const ValueId j = b.arg(loop, 0), s = b.arg(loop, 1);
-  const ValueId s2 = b.bin(Opcode::kAdd, s, b.bin(Opcode::kXor, j, i));
-  const ValueId j2 = b.bin(Opcode::kAdd, j, b.c32(1));
-  b.cond_br(b.icmp(CmpPred::kSlt, j2, cnt), loop, {j2, s2}, exit, {s2});
-  b.at(exit);
-  b.store(b.element(po, i), b.arg(exit, 0));
-  b.ret();
-  return b.k;
-}
 
-sdk::KernelIR reduce_kernel() {
-  IrBuilder b("reduce");
-  const ValueId pin = b.ptr_param("in"), pout = b.ptr_param("out");
-  b.k.shared.push_back({"s", 32, 4});
-  const ValueId t = b.tid(), gid = b.global_index();
-  const ValueId mine = b.element(b.shared_addr(0), t);
-  b.store(mine, b.load(b.element(pin, gid)), AddressSpace::kShared);
-  b.barrier();
-  const int loop = b.block("loop", {IrType::kI32});
-  const int add = b.block("add"), next = b.block("next"), done = b.block("done"), write = b.block("write"),
-            exit = b.block("exit");
-  b.at(0);
-  b.br(loop, {b.c32(4)});
-  b.at(loop);
-  const ValueId stride = b.arg(loop, 0);
-  b.cond_br(b.icmp(CmpPred::kSlt, t, stride), add, {}, next);
-  b.at(add);
-  const ValueId x = b.load(mine, AddressSpace::kShared);
-  const ValueId y = b.load(b.element(b.shared_addr(0), b.bin(Opcode::kAdd, t, stride)), AddressSpace::kShared);
-  b.store(mine, b.bin(Opcode::kAdd, x, y), AddressSpace::kShared);
-  b.br(next);
-  b.at(next);
-  b.barrier();
-  const ValueId half = b.bin(Opcode::kLShr, stride, b.c32(1));
-  b.cond_br(b.icmp(CmpPred::kNe, half, b.c32(0)), loop, {half}, done);
-  b.at(done);
-  b.cond_br(b.icmp(CmpPred::kEq, t, b.c32(0)), write, {}, exit);
-  b.at(write);
-  b.store(b.element(pout, b.ctaid()), b.load(b.shared_addr(0), AddressSpace::kShared));
-  b.br(exit);
-  b.at(exit);
-  b.ret();
-  return b.k;
-}
 
-sdk::KernelIR atomics_kernel() {
-  IrBuilder b("atomics");
-  const ValueId pa = b.ptr_param("a"), pm = b.ptr_param("m");
-  const ValueId i = b.global_index();
-  b.atomic(sdk::AtomicOp::kSMax, pm, {b.load(b.element(pa, i))});
-  const ValueId old = b.atomic(sdk::AtomicOp::kExch, b.bin(Opcode::kAdd, pm, b.c64(36)), {i});
-  b.store(b.element(pm, b.bin(Opcode::kAdd, i, b.c32(1))), old);
-  b.atomic(sdk::AtomicOp::kCas, b.bin(Opcode::kAdd, pm, b.c64(40)), {b.c32(0), b.bin(Opcode::kAdd, i, b.c32(1))});
-  b.ret();
-  return b.k;
-}
 
 sdk::KernelIR shuffle_kernel() {
   IrBuilder b("shfl");
@@ -320,22 +219,6 @@ sdk::KernelIR shuffle_kernel() {
   return b.k;
 }
 
-sdk::KernelIR vadd_kernel() {
-  IrBuilder b("vadd");
-  const ValueId pa = b.ptr_param("a"), pb = b.ptr_param("b"), pc = b.ptr_param("c"), n = b.int_param("n");
-  const ValueId i = b.global_index();
-  const ValueId out = b.icmp(CmpPred::kSge, i, n);
-  const int body = b.block("body"), exit = b.block("exit");
-  b.at(0);
-  b.cond_br(out, exit, {}, body);
-  b.at(body);
-  const ValueId s = b.bin(Opcode::kAdd, b.load(b.element(pa, i)), b.load(b.element(pb, i)));
-  b.store(b.element(pc, i), s);
-  b.br(exit);
-  b.at(exit);
-  b.ret();
-  return b.k;
-}
 
 // ---------------------------------------------------------------------------- replay model
 

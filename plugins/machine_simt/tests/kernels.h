@@ -1,0 +1,154 @@
+// Kernels in KernelIR, built by hand as clang-16 -O2 shapes them, shared by the machine's
+// interpreter, protocol and circuit tests.
+#pragma once
+
+#include "ir_builder.h"
+
+namespace qgpu::simt::test {
+
+// examples/dot.cu as clang-16 -O2 emits it (one mul.wide for both addresses, setp.ge + branch to the exit).
+inline sdk::KernelIR dot_kernel() {
+  IrBuilder b("dot");
+  const sdk::ValueId pa = b.ptr_param("a"), pb = b.ptr_param("b"), po = b.ptr_param("out"), n = b.int_param("n");
+  const sdk::ValueId i = b.global_index();
+  const sdk::ValueId out_of_range = b.icmp(sdk::CmpPred::kSge, i, n);
+  const int body = b.block("body"), exit = b.block("exit");
+  b.at(0);
+  b.cond_br(out_of_range, exit, {}, body);
+  b.at(body);
+  const sdk::ValueId off = b.bin(sdk::Opcode::kMul, b.sext64(i), b.c64(4));
+  const sdk::ValueId prod =
+      b.bin(sdk::Opcode::kMul, b.load(b.bin(sdk::Opcode::kAdd, pa, off)), b.load(b.bin(sdk::Opcode::kAdd, pb, off)));
+  b.atomic(sdk::AtomicOp::kAdd, po, {prod});
+  b.br(exit);
+  b.at(exit);
+  b.ret();
+  return b.k;
+}
+
+inline sdk::KernelIR ifelse_kernel() {
+  IrBuilder b("ifelse");
+  const sdk::ValueId pa = b.ptr_param("a"), po = b.ptr_param("out");
+  const sdk::ValueId i = b.tid();
+  const sdk::ValueId v = b.load(b.element(pa, i));
+  const sdk::ValueId odd = b.icmp(sdk::CmpPred::kNe, b.bin(sdk::Opcode::kAnd, v, b.c32(1)), b.c32(0));
+  const int then_b = b.block("odd"), else_b = b.block("even"), join = b.block("join", {sdk::IrType::kI32});
+  b.at(0);
+  b.cond_br(odd, then_b, {}, else_b);
+  b.at(then_b);
+  b.br(join, {b.bin(sdk::Opcode::kSub, v, b.c32(100))});
+  b.at(else_b);
+  b.br(join, {b.bin(sdk::Opcode::kMul, v, b.c32(3))});
+  b.at(join);
+  b.store(b.element(po, i), b.bin(sdk::Opcode::kAdd, b.arg(join, 0), i));
+  b.ret();
+  return b.k;
+}
+
+inline sdk::KernelIR loop_kernel() {
+  IrBuilder b("loop");
+  const sdk::ValueId pa = b.ptr_param("a"), po = b.ptr_param("out");
+  const sdk::ValueId i = b.tid();
+  const sdk::ValueId cnt = b.load(b.element(pa, i));
+  const sdk::ValueId zero = b.c32(0);
+  const sdk::ValueId any = b.icmp(sdk::CmpPred::kSgt, cnt, zero);
+  const int loop = b.block("loop", {sdk::IrType::kI32, sdk::IrType::kI32});
+  const int exit = b.block("exit", {sdk::IrType::kI32});
+  b.at(0);
+  b.cond_br(any, loop, {zero, zero}, exit, {zero});
+  b.at(loop);
+  const sdk::ValueId j = b.arg(loop, 0), s = b.arg(loop, 1);
+  const sdk::ValueId s2 = b.bin(sdk::Opcode::kAdd, s, b.bin(sdk::Opcode::kXor, j, i));
+  const sdk::ValueId j2 = b.bin(sdk::Opcode::kAdd, j, b.c32(1));
+  b.cond_br(b.icmp(sdk::CmpPred::kSlt, j2, cnt), loop, {j2, s2}, exit, {s2});
+  b.at(exit);
+  b.store(b.element(po, i), b.arg(exit, 0));
+  b.ret();
+  return b.k;
+}
+
+// Per thread block: a shared-memory tree reduction with barriers; thread 0 writes out[ctaid].
+inline sdk::KernelIR reduce_kernel() {
+  IrBuilder b("reduce");
+  const sdk::ValueId pin = b.ptr_param("in"), pout = b.ptr_param("out");
+  b.k.shared.push_back({"s", 32, 4});
+  const sdk::ValueId t = b.tid(), gid = b.global_index();
+  const sdk::ValueId mine = b.element(b.shared_addr(0), t);
+  b.store(mine, b.load(b.element(pin, gid)), sdk::AddressSpace::kShared);
+  b.barrier();
+  const int loop = b.block("loop", {sdk::IrType::kI32});
+  const int add = b.block("add"), next = b.block("next"), done = b.block("done"), write = b.block("write"),
+            exit = b.block("exit");
+  b.at(0);
+  b.br(loop, {b.c32(4)});
+  b.at(loop);
+  const sdk::ValueId stride = b.arg(loop, 0);
+  b.cond_br(b.icmp(sdk::CmpPred::kSlt, t, stride), add, {}, next);
+  b.at(add);
+  const sdk::ValueId x = b.load(mine, sdk::AddressSpace::kShared);
+  const sdk::ValueId y =
+      b.load(b.element(b.shared_addr(0), b.bin(sdk::Opcode::kAdd, t, stride)), sdk::AddressSpace::kShared);
+  b.store(mine, b.bin(sdk::Opcode::kAdd, x, y), sdk::AddressSpace::kShared);
+  b.br(next);
+  b.at(next);
+  b.barrier();
+  const sdk::ValueId half = b.bin(sdk::Opcode::kLShr, stride, b.c32(1));
+  b.cond_br(b.icmp(sdk::CmpPred::kNe, half, b.c32(0)), loop, {half}, done);
+  b.at(done);
+  b.cond_br(b.icmp(sdk::CmpPred::kEq, t, b.c32(0)), write, {}, exit);
+  b.at(write);
+  b.store(b.element(pout, b.ctaid()), b.load(b.shared_addr(0), sdk::AddressSpace::kShared));
+  b.br(exit);
+  b.at(exit);
+  b.ret();
+  return b.k;
+}
+
+inline sdk::KernelIR atomics_kernel() {
+  IrBuilder b("atomics");
+  const sdk::ValueId pa = b.ptr_param("a"), pm = b.ptr_param("m");
+  const sdk::ValueId i = b.global_index();
+  b.atomic(sdk::AtomicOp::kSMax, pm, {b.load(b.element(pa, i))});
+  const sdk::ValueId old = b.atomic(sdk::AtomicOp::kExch, b.bin(sdk::Opcode::kAdd, pm, b.c64(36)), {i});
+  b.store(b.element(pm, b.bin(sdk::Opcode::kAdd, i, b.c32(1))), old);
+  b.atomic(sdk::AtomicOp::kCas, b.bin(sdk::Opcode::kAdd, pm, b.c64(40)),
+           {b.c32(0), b.bin(sdk::Opcode::kAdd, i, b.c32(1))});
+  b.ret();
+  return b.k;
+}
+
+inline sdk::KernelIR vadd_kernel() {
+  IrBuilder b("vadd");
+  const sdk::ValueId pa = b.ptr_param("a"), pb = b.ptr_param("b"), pc = b.ptr_param("c"), n = b.int_param("n");
+  const sdk::ValueId i = b.global_index();
+  const sdk::ValueId out = b.icmp(sdk::CmpPred::kSge, i, n);
+  const int body = b.block("body"), exit = b.block("exit");
+  b.at(0);
+  b.cond_br(out, exit, {}, body);
+  b.at(body);
+  const sdk::ValueId s = b.bin(sdk::Opcode::kAdd, b.load(b.element(pa, i)), b.load(b.element(pb, i)));
+  b.store(b.element(pc, i), s);
+  b.br(exit);
+  b.at(exit);
+  b.ret();
+  return b.k;
+}
+
+// The dot product with the guard as `if (i < n)` and plain element addressing.
+inline sdk::KernelIR dot_guarded_kernel() {
+  IrBuilder b("dot");
+  const sdk::ValueId pa = b.ptr_param("a"), pb = b.ptr_param("b"), po = b.ptr_param("out"), n = b.int_param("n");
+  const sdk::ValueId i = b.global_index();
+  const sdk::ValueId in = b.icmp(sdk::CmpPred::kSlt, i, n);
+  const int body = b.block("body"), exit = b.block("exit");
+  b.at(0);
+  b.cond_br(in, body, {}, exit);
+  b.at(body);
+  b.atomic(sdk::AtomicOp::kAdd, po, {b.bin(sdk::Opcode::kMul, b.load(b.element(pa, i)), b.load(b.element(pb, i)))});
+  b.br(exit);
+  b.at(exit);
+  b.ret();
+  return b.k;
+}
+
+}  // namespace qgpu::simt::test
