@@ -10,6 +10,7 @@
 #include <limits>
 #include <random>
 
+#include "circuit_harness.h"
 #include "fetch_decode.h"
 #include "ir_builder.h"
 #include "kernels.h"
@@ -27,6 +28,7 @@ using circuit::FetchDecode;
 using sdk::CmpPred;
 using sdk::Opcode;
 using test::dot_guarded_kernel;
+using test::qwen2b_shapes;
 using test::IrBuilder;
 using test::vadd_kernel;
 using weights::DType;
@@ -34,18 +36,6 @@ using ValueId = sdk::ValueId;
 
 constexpr int kSlots = 5;  // the default block_instructions (4) + the terminator
 
-sdk::LayerShapes qwen2b_shapes() {  // Qwen3.5-2B (QWEN35.md)
-  sdk::LayerShapes s;
-  s.hidden_size = 2048;
-  s.intermediate_size = 6144;
-  s.linear_num_key_heads = 16;
-  s.linear_num_value_heads = 16;
-  s.linear_key_head_dim = 128;
-  s.linear_value_head_dim = 128;
-  s.linear_conv_kernel = 4;
-  s.rms_norm_eps = 1e-6;
-  return s;
-}
 
 struct Compiled {
   weights::Circuit c{"simt.fetch_decode"};

@@ -1,0 +1,1 @@
+// Circuit unit "alu" (under construction).

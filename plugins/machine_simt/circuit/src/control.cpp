@@ -1,0 +1,1 @@
+// Circuit unit "control" (under construction).

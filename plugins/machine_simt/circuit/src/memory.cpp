@@ -1,0 +1,1 @@
+// Circuit unit "memory" (under construction).

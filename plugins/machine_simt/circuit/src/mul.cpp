@@ -1,0 +1,1 @@
+// Circuit unit "mul" (under construction).

@@ -1,0 +1,2 @@
+// Tests of the circuit unit "alu" (under construction).
+#include <gtest/gtest.h>

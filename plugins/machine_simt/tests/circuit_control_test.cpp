@@ -1,0 +1,2 @@
+// Tests of the circuit unit "control" (under construction).
+#include <gtest/gtest.h>

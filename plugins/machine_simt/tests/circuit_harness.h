@@ -1,0 +1,49 @@
+// Shared helpers of the circuit tests: Qwen3.5-2B layer shapes and a compiled
+// circuit run token by token through the reference layer math.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "qgpu/sdk/base_model.h"
+#include "qgpu/weights/compile.h"
+#include "qgpu/weights/reference.h"
+
+namespace qgpu::simt::test {
+
+// Qwen3.5-2B's linear-attention layer shapes (QWEN35.md).
+inline sdk::LayerShapes qwen2b_shapes() {
+  sdk::LayerShapes s;
+  s.hidden_size = 2048;
+  s.intermediate_size = 6144;
+  s.linear_num_key_heads = 16;
+  s.linear_num_value_heads = 16;
+  s.linear_key_head_dim = 128;
+  s.linear_value_head_dim = 128;
+  s.linear_conv_kernel = 4;
+  s.rms_norm_eps = 1e-6;
+  return s;
+}
+
+using Inputs = std::vector<std::pair<weights::Word, std::uint64_t>>;
+
+// One token through the compiled circuit: embed `in`, step the model, return
+// the residual after the last layer.
+inline std::vector<float> run_token(weights::ReferenceModel& m, const weights::Circuit& c,
+                                    const weights::CompiledCircuit& cc, const Inputs& in) {
+  return m.step(weights::embed(c, cc.allocation, in));
+}
+
+// Reads `w` from a residual and fails the current test if any rail pair is not exact.
+inline std::uint64_t read_exact(const weights::CompiledCircuit& cc, const std::vector<float>& y,
+                                const weights::Word& w, const char* what) {
+  bool exact = true;
+  std::uint64_t v = weights::read_word(cc.allocation, y, w, &exact);
+  EXPECT_TRUE(exact) << what << ": a rail pair is not exactly (u, 0) or (0, u)";
+  return v;
+}
+
+}  // namespace qgpu::simt::test

@@ -1,0 +1,2 @@
+// Tests of the circuit unit "memory" (under construction).
+#include <gtest/gtest.h>

@@ -1,0 +1,2 @@
+// Tests of the circuit unit "mul" (under construction).
+#include <gtest/gtest.h>
