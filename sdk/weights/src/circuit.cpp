@@ -226,4 +226,17 @@ sdk::Expected<Word> Circuit::alias(const Word& old, const std::string& name) {
   return out;
 }
 
+sdk::Status Circuit::mark_output(const Word& w) {
+  for (const Bit& b : w) {
+    if (b.field < 0 || b.field >= static_cast<int>(fields_.size()) || b.bit < 0 || b.bit >= fields_[b.field].width)
+      return sdk::invalid_argument("mark_output: an invalid bit");
+    if (!is_output(b.field)) outputs_.push_back(b.field);
+  }
+  return sdk::Status::ok();
+}
+
+bool Circuit::is_output(int field) const {
+  return std::find(outputs_.begin(), outputs_.end(), field) != outputs_.end();
+}
+
 }  // namespace qgpu::weights

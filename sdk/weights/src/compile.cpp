@@ -8,6 +8,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "compile_internal.h"
 #include "qgpu/weights/reference.h"
 
 namespace qgpu::weights {
@@ -70,12 +71,9 @@ std::int64_t key_heads_of(const Circuit& c, const Op& op, const sdk::LayerShapes
   return (vheads + r - 1) / r;
 }
 
-int root_of(const Circuit& c, int f) {
-  int a = c.fields()[f].alias_of;
-  return a >= 0 ? a : f;
-}
-
 }  // namespace
+
+using detail::root_of;
 
 std::int64_t CompiledCircuit::total_neurons() const {
   std::int64_t n = 0;
@@ -142,8 +140,8 @@ sdk::Expected<Schedule> schedule(const Circuit& circuit, const Target& target) {
   return out;
 }
 
-namespace {
-// Fewest integers in [1, 45] whose squares sum to r (Lagrange: at most 4).
+namespace detail {
+
 std::vector<int> pad_squares(int r) {
   if (r <= 0) return {};
   for (int n = 1; n <= 4; ++n) {
@@ -161,10 +159,57 @@ std::vector<int> pad_squares(int r) {
   }
   return {};
 }
-}  // namespace
 
-sdk::Expected<Allocation> allocate(const Circuit& circuit, const Target& target) {
-  QGPU_RETURN_IF_ERROR(check_shapes(target.shapes));
+int root_of(const Circuit& c, int f) {
+  int a = c.fields()[f].alias_of;
+  return a >= 0 ? a : f;
+}
+
+int last_alias(const Circuit& c, int f) {
+  while (c.fields()[f].superseded_by >= 0) f = c.fields()[f].superseded_by;
+  return f;
+}
+
+int op_sublayer(const Circuit& c, const Schedule& s, std::size_t i) {
+  return c.ops()[i].is_mlp ? 2 * s.op_layer[i] + 1 : 2 * s.op_layer[i];
+}
+
+std::vector<std::int64_t> mlp_neurons_by_layer(const Circuit& c, const Schedule& s) {
+  std::vector<std::int64_t> n(static_cast<std::size_t>(std::max(s.num_layers, 0)), 0);
+  for (std::size_t i = 0; i < c.ops().size() && i < s.op_layer.size(); ++i)
+    if (c.ops()[i].is_mlp && s.op_layer[i] >= 0 && s.op_layer[i] < s.num_layers)
+      n[s.op_layer[i]] += unique_neuron_count(c.ops()[i].mlp);
+  return n;
+}
+
+sdk::Status add_pads(Allocation& a, const Target& target, int next, std::int64_t pairs, const std::string& detail) {
+  // Σ normalized² must equal hidden_size exactly: mean(x²) = u² = 64 at every norm.
+  std::int64_t left = target.shapes.hidden_size - static_cast<std::int64_t>(kConstHi * kConstHi) - pairs;
+  if (left < 0)
+    return sdk::limit_exceeded("residual: sum of squares needs " + std::to_string(target.shapes.hidden_size - left) +
+                               " units, hidden size " + std::to_string(target.shapes.hidden_size) + " gives " +
+                               std::to_string(target.shapes.hidden_size) + " (over by " + std::to_string(-left) + ")" +
+                               detail);
+  std::vector<int> pads = pad_squares(static_cast<int>(left));
+  for (int v : pads) {
+    a.pad_channel.push_back(next++);
+    a.pad_value.push_back(v);
+  }
+  if (next > target.shapes.hidden_size)
+    return sdk::limit_exceeded("residual: " + std::to_string(next) + " channels needed (" + std::to_string(pairs) +
+                               " dual-rail bits" + detail + "), hidden size " +
+                               std::to_string(target.shapes.hidden_size) + " (over by " +
+                               std::to_string(next - target.shapes.hidden_size) + ")");
+  a.channels_used = next;
+  return sdk::Status::ok();
+}
+
+}  // namespace detail
+
+namespace {
+
+// Every field on its own channels for the whole depth.
+sdk::Expected<Allocation> allocate_plain(const Circuit& circuit, const Target& target) {
   const auto& fields = circuit.fields();
   Allocation a;
   a.hidden_size = target.shapes.hidden_size;
@@ -181,23 +226,43 @@ sdk::Expected<Allocation> allocate(const Circuit& circuit, const Target& target)
   }
   for (std::size_t f = 0; f < fields.size(); ++f)
     if (fields[f].alias_of >= 0) a.field_base[f] = a.field_base[fields[f].alias_of];
-  // Σ normalized² must equal hidden_size exactly: mean(x²) = u² = 64 at every norm.
-  std::int64_t left = target.shapes.hidden_size - static_cast<std::int64_t>(kConstHi * kConstHi) - pairs;
-  if (left < 0)
-    return sdk::limit_exceeded("residual: sum of squares needs " + std::to_string(target.shapes.hidden_size - left) +
-                               " units, hidden size " + std::to_string(target.shapes.hidden_size) + " gives " +
-                               std::to_string(target.shapes.hidden_size) + " (over by " + std::to_string(-left) + ")");
-  std::vector<int> pads = pad_squares(static_cast<int>(left));
-  for (int v : pads) {
-    a.pad_channel.push_back(next++);
-    a.pad_value.push_back(v);
-  }
-  if (next > target.shapes.hidden_size)
-    return sdk::limit_exceeded("residual: " + std::to_string(next) + " channels needed (" + std::to_string(pairs) +
-                               " dual-rail bits), hidden size " + std::to_string(target.shapes.hidden_size) +
-                               " (over by " + std::to_string(next - target.shapes.hidden_size) + ")");
-  a.channels_used = next;
+  QGPU_RETURN_IF_ERROR(detail::add_pads(a, target, next, pairs, ""));
   return a;
+}
+
+}  // namespace
+
+sdk::Expected<Allocation> allocate(const Circuit& circuit, const Target& target) {
+  QGPU_RETURN_IF_ERROR(check_shapes(target.shapes));
+  if (!target.reuse_channels) return allocate_plain(circuit, target);
+  auto sched = schedule(circuit, target);  // live ranges need the layers
+  if (!sched) return sched.status();
+  return allocate(circuit, target, *sched);
+}
+
+sdk::Expected<Allocation> allocate(const Circuit& circuit, const Target& target, const Schedule& sched) {
+  QGPU_RETURN_IF_ERROR(check_shapes(target.shapes));
+  if (target.reuse_channels && target.reuse_eagerly) return detail::allocate_reusing(circuit, target, sched);
+  auto plain = allocate_plain(circuit, target);
+  if (!plain && target.reuse_channels) {
+    // Fresh pairs first (fewest clears); if that packs too loosely, the smallest peak.
+    auto lazy = detail::allocate_reusing(circuit, target, sched);
+    if (lazy) return lazy;
+    Target eager = target;
+    eager.reuse_eagerly = true;
+    auto tight = detail::allocate_reusing(circuit, eager, sched);
+    return tight ? tight : lazy;
+  }
+  if (plain) plain->live_peak = detail::live_peak(circuit, live_ranges(circuit, target, sched));
+  return plain;
+}
+
+std::int64_t clear_neurons(const Circuit& circuit, const Allocation& allocation, int layer) {
+  std::int64_t n = 0;
+  for (const ChannelClear& cl : allocation.clears)
+    if ((layer < 0 || cl.layer == layer) && cl.field >= 0 && cl.field < static_cast<int>(circuit.fields().size()))
+      n += circuit.fields()[cl.field].width;
+  return n;
 }
 
 namespace {
@@ -296,6 +361,7 @@ sdk::Status check_schedule(const Circuit& circuit, const Target& target, const S
 sdk::Expected<std::vector<Layer>> emit(const Circuit& circuit, const Target& target, const Schedule& sched,
                                        const Allocation& alloc) {
   QGPU_RETURN_IF_ERROR(check_schedule(circuit, target, sched));
+  QGPU_RETURN_IF_ERROR(check_allocation(circuit, target, sched, alloc));
   const auto& s = target.shapes;
   const std::int64_t H = s.hidden_size, I = s.intermediate_size, nk = s.linear_num_key_heads,
                      nv = s.linear_num_value_heads, dk = s.linear_key_head_dim, dv = s.linear_value_head_dim,
@@ -324,32 +390,35 @@ sdk::Expected<std::vector<Layer>> emit(const Circuit& circuit, const Target& tar
     g.head_op.assign(static_cast<std::size_t>(nv), "");
     std::map<std::string, std::int64_t> neuron_index;
     MlpLayer& mlp = layers[L].mlp;
+    // Identical neurons of a layer are merged (their down columns add up).
+    auto add_neuron = [&](const Neuron& n, const std::string& op_name) -> sdk::Status {
+      std::string key = neuron_key(n);
+      auto it = neuron_index.find(key);
+      std::int64_t idx;
+      if (it == neuron_index.end()) {
+        idx = static_cast<std::int64_t>(mlp.neuron_op.size());
+        if (idx >= I)
+          return sdk::limit_exceeded(where + ": MLP neurons: more than " + std::to_string(I) + " at op " + op_name);
+        neuron_index.emplace(key, idx);
+        mlp.neuron_op.push_back(op_name);
+        QGPU_RETURN_IF_ERROR(em.affine(gate, idx, n.gate, where + " mlp gate of " + op_name));
+        QGPU_RETURN_IF_ERROR(em.affine(up, idx, n.up, where + " mlp up of " + op_name));
+        em.mute(gate, idx);
+      } else {
+        idx = it->second;
+      }
+      for (const Term& d : n.down) {
+        Bit pos{d.bit.field, d.bit.bit, d.bit.neg};
+        down.add(alloc.rail(pos), idx, d.weight * u);
+        down.add(alloc.rail(!pos), idx, -d.weight * u);
+      }
+      return sdk::Status::ok();
+    };
     for (std::size_t oi = 0; oi < circuit.ops().size(); ++oi) {
       if (sched.op_layer[oi] != L) continue;
       const Op& op = circuit.ops()[oi];
       if (op.is_mlp) {
-        for (const Neuron& n : op.mlp.neurons) {
-          std::string key = neuron_key(n);
-          auto it = neuron_index.find(key);
-          std::int64_t idx;
-          if (it == neuron_index.end()) {
-            idx = static_cast<std::int64_t>(mlp.neuron_op.size());
-            if (idx >= I)
-              return sdk::limit_exceeded(where + ": MLP neurons: more than " + std::to_string(I) + " at op " + op.name);
-            neuron_index.emplace(key, idx);
-            mlp.neuron_op.push_back(op.name);
-            QGPU_RETURN_IF_ERROR(em.affine(gate, idx, n.gate, where + " mlp gate of " + op.name));
-            QGPU_RETURN_IF_ERROR(em.affine(up, idx, n.up, where + " mlp up of " + op.name));
-            em.mute(gate, idx);
-          } else {
-            idx = it->second;
-          }
-          for (const Term& d : n.down) {
-            Bit pos{d.bit.field, d.bit.bit, d.bit.neg};
-            down.add(alloc.rail(pos), idx, d.weight * u);
-            down.add(alloc.rail(!pos), idx, -d.weight * u);
-          }
-        }
+        for (const Neuron& n : op.mlp.neurons) QGPU_RETURN_IF_ERROR(add_neuron(n, op.name));
         continue;
       }
       // Gated DeltaNet port: key heads [first, first + n) with their value heads.
@@ -421,6 +490,16 @@ sdk::Expected<std::vector<Layer>> emit(const Circuit& circuit, const Target& tar
         }
       }
     }
+    // Channel reuse: a dead slot back to (0, 1) by writing -x, silu(K(2x-1))·1 with -u/K.
+    for (const ChannelClear& cl : alloc.clears) {
+      if (cl.layer != L) continue;
+      const std::string name = "clear." + circuit.fields()[cl.field].full_name();
+      for (int b = 0; b < circuit.fields()[cl.field].width; ++b) {
+        const Bit x{cl.field, b, false};
+        QGPU_RETURN_IF_ERROR(
+            add_neuron(Neuron{Affine{{Term{x, 2 * kGain}}, -kGain}, Affine{{}, 1}, {Term{x, -1 / kGain}}}, name));
+      }
+    }
     g.in_proj_qkv = qkv.build();
     g.in_proj_z = zb.build();
     g.in_proj_b = bb.build();
@@ -446,7 +525,7 @@ sdk::Expected<CompiledCircuit> compile(const Circuit& circuit, const Target& tar
   out.target = target;
   auto sched = schedule(circuit, target);
   if (!sched) return sched.status();
-  auto alloc = allocate(circuit, target);
+  auto alloc = allocate(circuit, target, *sched);
   if (!alloc) return alloc.status();
   auto layers = emit(circuit, target, *sched, *alloc);
   if (!layers) return layers.status();

@@ -1,9 +1,11 @@
 // schedule.yaml / allocation.yaml: written by hand (stable, diffable), read with yaml-cpp.
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
+#include "compile_internal.h"
 #include "qgpu/weights/compile.h"
 
 namespace qgpu::weights {
@@ -11,7 +13,8 @@ namespace qgpu::weights {
 namespace {
 
 constexpr const char* kScheduleFormat = "qgpu-weights-schedule/1";
-constexpr const char* kAllocationFormat = "qgpu-weights-allocation/1";
+constexpr const char* kAllocationFormat = "qgpu-weights-allocation/2";  // /2 adds clears (channel reuse)
+constexpr const char* kAllocationFormatV1 = "qgpu-weights-allocation/1";
 
 std::string quote(const std::string& s) {
   std::string r = "\"";
@@ -34,7 +37,8 @@ std::string at(const std::filesystem::path& file, const YAML::Node& n) {
   return file.string() + ":" + std::to_string(n.Mark().line + 1) + ":" + std::to_string(n.Mark().column + 1);
 }
 
-sdk::Expected<YAML::Node> read_yaml(const std::filesystem::path& file, const char* format) {
+sdk::Expected<YAML::Node> read_yaml(const std::filesystem::path& file, const char* format,
+                                    const char* older = nullptr) {
   YAML::Node root;
   try {
     root = YAML::LoadFile(file.string());
@@ -45,7 +49,8 @@ sdk::Expected<YAML::Node> read_yaml(const std::filesystem::path& file, const cha
         file.string() + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1),
         sdk::ErrorCode::kParseError, e.msg);
   }
-  if (!root.IsMap() || !root["format"] || root["format"].as<std::string>("") != format)
+  const std::string got = root.IsMap() && root["format"] ? root["format"].as<std::string>("") : "";
+  if (got != format && (older == nullptr || got != older))
     return sdk::error_at(at(file, root), sdk::ErrorCode::kParseError,
                          std::string("not a ") + format + " file (format: " + format + " expected)");
   return root;
@@ -86,7 +91,8 @@ sdk::Status dump(const Circuit& circuit, const CompiledCircuit& cc, const std::f
   s << "layers:\n";
   for (int l = 0; l < cc.schedule.num_layers; ++l)
     s << "  - {index: " << l << ", mlp_neurons: " << cc.schedule.use[l].mlp_neurons
-      << ", key_heads: " << cc.schedule.use[l].key_heads << "}\n";
+      << ", key_heads: " << cc.schedule.use[l].key_heads
+      << ", clear_neurons: " << clear_neurons(circuit, cc.allocation, l) << "}\n";
   s << "ops:\n";
   for (std::size_t i = 0; i < circuit.ops().size(); ++i) {
     const Op& op = circuit.ops()[i];
@@ -109,7 +115,12 @@ sdk::Status dump(const Circuit& circuit, const CompiledCircuit& cc, const std::f
   a << "const_hi: {channel: " << al.const_hi << ", value: " << kConstHi << "}\n";
   a << "mute: " << al.mute << "\n";
   a << "channels_used: " << al.channels_used << "\n";
-  a << "fields:  # bit b: positive rail at base + 2b, negative rail at base + 2b + 1\n";
+  a << "live_peak: " << al.live_peak << "  # most dual-rail bits live at once\n";
+  const bool have_schedule = cc.schedule.op_layer.size() == circuit.ops().size();
+  std::vector<LiveRange> live;
+  if (have_schedule) live = live_ranges(circuit, cc.target, cc.schedule);
+  a << "fields:  # bit b: positive rail at base + 2b, negative rail at base + 2b + 1;"
+       " live: sub-layers (-1 embedding, 2L Gated DeltaNet, 2L+1 MLP of layer L) holding the slot\n";
   for (std::size_t f = 0; f < circuit.fields().size(); ++f) {
     const Field& fd = circuit.fields()[f];
     const char* kind = fd.kind == FieldKind::kInput      ? "input"
@@ -118,11 +129,28 @@ sdk::Status dump(const Circuit& circuit, const CompiledCircuit& cc, const std::f
     a << "  - {name: " << quote(fd.full_name()) << ", width: " << fd.width << ", kind: " << kind
       << ", base: " << al.field_base[f];
     if (fd.alias_of >= 0) a << ", alias_of: " << quote(circuit.fields()[fd.alias_of].full_name());
+    if (f < al.bit_channel.size() && !al.bit_channel[f].empty() && fd.alias_of < 0) {
+      a << ", channels: [";  // scattered by channel reuse: bit b's positive rail
+      for (std::size_t b = 0; b < al.bit_channel[f].size(); ++b) a << (b ? ", " : "") << al.bit_channel[f][b];
+      a << "]";
+    }
+    if (have_schedule && fd.alias_of < 0) {
+      const LiveRange& r = live[f];
+      a << ", live: [" << r.start << ", ";
+      if (r.forever)
+        a << "end";
+      else
+        a << r.free_from() - 1;
+      a << "]";
+    }
     a << "}\n";
   }
   a << "pads:\n";
   for (std::size_t i = 0; i < al.pad_channel.size(); ++i)
     a << "  - {channel: " << al.pad_channel[i] << ", value: " << al.pad_value[i] << "}\n";
+  a << "clears:  # channel reuse: the slot of `field` back to (0, 1) in the MLP of `layer`, 1 neuron per bit\n";
+  for (const ChannelClear& cl : al.clears)
+    a << "  - {field: " << quote(circuit.fields()[cl.field].full_name()) << ", layer: " << cl.layer << "}\n";
   return write_file(dir / "allocation.yaml", a.str());
 }
 
@@ -164,7 +192,7 @@ sdk::Expected<Schedule> load_schedule(const Circuit& circuit, const std::filesys
 }
 
 sdk::Expected<Allocation> load_allocation(const Circuit& circuit, const std::filesystem::path& file) {
-  QGPU_WEIGHTS_ASSIGN(root, read_yaml(file, kAllocationFormat));
+  QGPU_WEIGHTS_ASSIGN(root, read_yaml(file, kAllocationFormat, kAllocationFormatV1));
   Allocation a;
   QGPU_WEIGHTS_ASSIGN(hs, get<std::int64_t>(file, root, "hidden_size"));
   a.hidden_size = hs;
@@ -194,7 +222,26 @@ sdk::Expected<Allocation> load_allocation(const Circuit& circuit, const std::fil
     if (base < 0 || base + 2 * width > hs)
       return sdk::error_at(at(file, f), sdk::ErrorCode::kParseError, "field " + name + ": base outside the residual");
     a.field_base.push_back(base);
+    std::vector<int> bits;
+    if (YAML::Node chn = f["channels"]) {
+      QGPU_WEIGHTS_ASSIGN(v, get<std::vector<int>>(file, f, "channels"));
+      if (static_cast<int>(v.size()) != width)
+        return sdk::error_at(
+            at(file, chn), sdk::ErrorCode::kParseError,
+            "field " + name + ": " + std::to_string(v.size()) + " channels for " + std::to_string(width) + " bits");
+      for (int ch : v)
+        if (ch < 0 || ch + 1 >= hs)
+          return sdk::error_at(at(file, chn), sdk::ErrorCode::kParseError,
+                               "field " + name + ": channel " + std::to_string(ch) + " outside the residual");
+      bits = std::move(v);
+    }
+    a.bit_channel.push_back(std::move(bits));
   }
+  // Aliases use their root's channels.
+  for (std::size_t i = 0; i < circuit.fields().size(); ++i)
+    if (circuit.fields()[i].alias_of >= 0) a.bit_channel[i] = a.bit_channel[circuit.fields()[i].alias_of];
+  if (std::all_of(a.bit_channel.begin(), a.bit_channel.end(), [](const std::vector<int>& v) { return v.empty(); }))
+    a.bit_channel.clear();
   YAML::Node pads = root["pads"];
   if (pads && pads.IsSequence())
     for (const YAML::Node& p : pads) {
@@ -203,6 +250,36 @@ sdk::Expected<Allocation> load_allocation(const Circuit& circuit, const std::fil
       a.pad_channel.push_back(pc);
       a.pad_value.push_back(pv);
     }
+  if (root["live_peak"]) {
+    QGPU_WEIGHTS_ASSIGN(lp, get<int>(file, root, "live_peak"));
+    a.live_peak = lp;
+  }
+  YAML::Node clears = root["clears"];
+  if (clears && !clears.IsNull()) {
+    if (!clears.IsSequence())
+      return sdk::error_at(at(file, clears), sdk::ErrorCode::kParseError, "'clears' must be a list");
+    for (const YAML::Node& cn : clears) {
+      QGPU_WEIGHTS_ASSIGN(name, get<std::string>(file, cn, "field"));
+      QGPU_WEIGHTS_ASSIGN(layer, get<int>(file, cn, "layer"));
+      const int f = circuit.find_field(name);
+      if (f < 0)
+        return sdk::error_at(at(file, cn), sdk::ErrorCode::kParseError,
+                             "clear of '" + name + "': the circuit has no such field");
+      if (layer < 0)
+        return sdk::error_at(at(file, cn), sdk::ErrorCode::kParseError, "clear of " + name + ": negative layer");
+      a.clears.push_back(ChannelClear{f, layer});
+    }
+  }
+  return a;
+}
+
+sdk::Expected<Allocation> load_allocation(const Circuit& circuit, const Target& target, const Schedule& schedule,
+                                          const std::filesystem::path& file) {
+  auto a = load_allocation(circuit, file);
+  if (!a) return a.status();
+  QGPU_RETURN_IF_ERROR(check_schedule(circuit, target, schedule));
+  sdk::Status st = check_allocation(circuit, target, schedule, *a);
+  if (!st.is_ok()) return sdk::error_at(file.string(), st.code(), st.message());
   return a;
 }
 

@@ -474,3 +474,65 @@ sdk::Expected<Word> overwrite(Circuit& c, const std::string& name, const Word& f
 }
 
 }  // namespace qgpu::weights
+
+namespace qgpu::weights {
+
+sdk::Expected<Word> lookup(Circuit& c, const std::string& owner, const std::string& name, const Word& in,
+                           int out_width, const std::vector<Cube>& cubes) {
+  const std::string what = owner + "." + name;
+  if (in.empty() || in.size() > 32)
+    return sdk::invalid_argument(what + ": a table takes 1 to 32 input bits, got " + std::to_string(in.size()));
+  if (out_width < 1 || out_width > 64)
+    return sdk::invalid_argument(what + ": a table gives 1 to 64 output bits, got " + std::to_string(out_width));
+  const std::uint64_t in_mask = (in.size() == 64) ? ~0ULL : ((1ULL << in.size()) - 1);
+  const std::uint64_t out_mask = (out_width == 64) ? ~0ULL : ((1ULL << out_width) - 1);
+  std::vector<const Cube*> live;
+  for (const Cube& k : cubes) {
+    if ((k.care & ~in_mask) != 0 || (k.value & ~k.care) != 0)
+      return sdk::invalid_argument(what + ": cube value " + std::to_string(k.value) + " / care " +
+                                   std::to_string(k.care) + " names bits outside the " + std::to_string(in.size()) +
+                                   "-bit input or outside its care mask");
+    if ((k.out & ~out_mask) != 0)
+      return sdk::invalid_argument(what + ": cube output " + std::to_string(k.out) + " does not fit " +
+                                   std::to_string(out_width) + " bits");
+    if (k.out != 0) live.push_back(&k);
+  }
+  // Two cubes overlap when they agree on every bit both care about.
+  for (std::size_t i = 0; i < live.size(); ++i)
+    for (std::size_t j = i + 1; j < live.size(); ++j)
+      if (((live[i]->value ^ live[j]->value) & live[i]->care & live[j]->care) == 0)
+        return sdk::invalid_argument(what + ": cubes " + std::to_string(live[i]->value) + "/" +
+                                     std::to_string(live[i]->care) + " and " + std::to_string(live[j]->value) + "/" +
+                                     std::to_string(live[j]->care) + " overlap");
+  auto w = new_word(c, owner, name, out_width);
+  if (!w) return w.status();
+  MlpBuilder mb(c);
+  for (const Cube* k : live) {
+    std::vector<Bit> match;
+    for (std::size_t i = 0; i < in.size(); ++i)
+      if ((k->care >> i) & 1) match.push_back(((k->value >> i) & 1) ? in[i] : !in[i]);
+    std::vector<Term> outs;
+    for (int b = 0; b < out_width; ++b)
+      if ((k->out >> b) & 1) outs.push_back(Term{(*w)[b], 1});
+    if (match.empty())
+      mb.constant(outs);
+    else
+      mb.select(match, kUpOne, outs);
+  }
+  QGPU_RETURN_IF_ERROR(mb.commit(what));
+  return w;
+}
+
+sdk::Expected<Word> lookup(Circuit& c, const std::string& owner, const std::string& name, const Word& in,
+                           int out_width, const std::function<std::uint64_t(std::uint64_t)>& f) {
+  if (in.empty() || in.size() > 16)
+    return sdk::invalid_argument(owner + "." + name + ": a full table takes 1 to 16 input bits, got " +
+                                 std::to_string(in.size()));
+  std::vector<Cube> cubes;
+  const std::uint64_t all = (1ULL << in.size()) - 1;
+  for (std::uint64_t x = 0; x <= all; ++x)
+    if (std::uint64_t y = f(x); y != 0) cubes.push_back(Cube{x, all, y});
+  return lookup(c, owner, name, in, out_width, cubes);
+}
+
+}  // namespace qgpu::weights

@@ -134,6 +134,10 @@ class Circuit {
   sdk::Expected<Word> previous(const std::string& name, const Word& src, int lag, std::optional<Bit> enable);
   // A new field aliasing `old`'s slot (for clear/overwrite); `old` may no longer be read afterwards.
   sdk::Expected<Word> alias(const Word& old, const std::string& name);
+  // Marks the fields of `w` as read back after the last layer: with channel reuse
+  // (Target::reuse_channels) their channels are never given to another field.
+  sdk::Status mark_output(const Word& w);
+  bool is_output(int field) const;
 
   const std::vector<Field>& fields() const { return fields_; }
   const std::vector<Op>& ops() const { return ops_; }
@@ -151,6 +155,7 @@ class Circuit {
   std::vector<Ram> rams_;
   std::vector<std::vector<int>> writer_;  // per field, per bit: op index or -1
   std::vector<Bit> enables_;
+  std::vector<int> outputs_;  // fields marked with mark_output
 };
 
 }  // namespace qgpu::weights

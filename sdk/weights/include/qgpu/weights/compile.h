@@ -1,6 +1,7 @@
 // Compiling a circuit into Qwen3.5-shaped layers:
 //   validate -> schedule (ops to layers, per-layer budgets) -> allocate
-//   (fields to residual channels, norm padding) -> emit (sparse weights).
+//   (fields to residual channels, optionally reused over live ranges with
+//   clear neurons; norm padding) -> emit (sparse weights).
 // The schedule and the allocation can be dumped to an explicit directory as
 // schedule.yaml / allocation.yaml and loaded back to reproduce a compile.
 #pragma once
@@ -25,6 +26,17 @@ struct Target {
   // and z: silences the circuit on text (ARCHITECTURE.md §4). Off by default.
   bool mute_channel = false;
   double mute_gain = 0x1p100;
+  // Liveness-based channel reuse (docs/CIRCUITS.md §4): when the fields do not all
+  // fit the residual at once, a dead field's channels go to a later field, after
+  // clear neurons (1 per bit) inserted into an MLP between its last reader and
+  // the next writer return them to the placeholder (0, 1).
+  bool reuse_channels = false;
+  // With reuse on: reuse dead channels even when fresh ones are left (minimises
+  // the peak, costs clear neurons). Off: reuse only when the circuit would not fit.
+  bool reuse_eagerly = false;
+  // With reuse on: a field that no op reads is read back after the last layer and
+  // keeps its channels (off: only fields marked with Circuit::mark_output do).
+  bool keep_unread_fields = true;
 };
 
 struct LayerUse {
@@ -39,8 +51,38 @@ struct Schedule {
   std::vector<LayerUse> use;
 };
 
+// Sub-layer indices: -1 = the embedding, 2L = layer L's Gated DeltaNet, 2L+1 = its MLP.
+// The live range of a slot (a field with its aliases): it holds a value from
+// `start` (the first sub-layer writing it; -1 for inputs, constants and fields
+// read before they are written) to its last reader, or `forever` (constants and
+// outputs). Only an MLP can clear it: the first at or after free_from() (a read
+// and the clear can share an MLP, both see the residual before it), so its
+// channels are taken after sub-layers start .. clear_from()-1 and a later slot
+// may have them from clear_from() on (an MLP writer shares the clear's MLP).
+struct LiveRange {
+  int root = -1;
+  int start = -1;
+  int last_read = -2;   // -2: never read
+  int last_write = -2;  // -2: never written (inputs, constants)
+  bool forever = false;
+  int free_from() const { return last_read > last_write + 1 ? last_read : last_write + 1; }
+  int clear_from() const { return (free_from() < 1 ? 1 : free_from()) | 1; }
+  bool live_after(int sublayer) const { return start <= sublayer && (forever || sublayer < clear_from()); }
+};
+// Per field (an alias gets its slot's range).
+std::vector<LiveRange> live_ranges(const Circuit& circuit, const Target& target, const Schedule& schedule);
+
+// A slot cleared back to the placeholder (0, 1): one neuron per bit, silu(K(2x-1))
+// into the rails with -u/K, in the MLP of `layer` (ungated: a slot holding 0 gets 0).
+struct ChannelClear {
+  int field = -1;  // a field of the slot (the dumps name its last alias)
+  int layer = 0;
+};
+
 // Residual channels of every field: bit b of field f has its positive rail at
-// field_base[f] + 2b and its negative rail at + 1 (aliases share their root's).
+// field_base[f] + 2b (or bit_channel[f][b]) and its negative rail at + 1
+// (aliases share their root's).
+// With channel reuse, fields whose live ranges do not overlap share channels.
 struct Allocation {
   std::int64_t hidden_size = 0;
   int const_hi = 0;  // channel holding normalized 16 (biases)
@@ -49,7 +91,16 @@ struct Allocation {
   std::vector<int> pad_channel;
   std::vector<double> pad_value;  // normalized
   int channels_used = 0;
-  int rail(Bit b) const { return field_base[b.field] + 2 * b.bit + (b.neg ? 1 : 0); }
+  std::vector<ChannelClear> clears;  // channel reuse: where dead slots are cleared
+  int live_peak = 0;                 // most dual-rail bits live at once (0 if not computed)
+  // Channel reuse may scatter a field over free pairs: then bit_channel[f][b] is bit b's
+  // positive rail (empty for contiguous fields; the whole vector is empty when none is scattered).
+  std::vector<std::vector<int>> bit_channel;
+  int rail(Bit b) const {
+    if (static_cast<std::size_t>(b.field) < bit_channel.size() && !bit_channel[b.field].empty())
+      return bit_channel[b.field][b.bit] + (b.neg ? 1 : 0);
+    return field_base[b.field] + 2 * b.bit + (b.neg ? 1 : 0);
+  }
 };
 
 inline constexpr double kConstHi = 16;  // normalized value of the bias channel
@@ -61,6 +112,16 @@ sdk::Status check_schedule(const Circuit& circuit, const Target& target, const S
 // Neurons of an MLP op after merging identical ones.
 std::int64_t unique_neuron_count(const MlpOp& op);
 sdk::Expected<Allocation> allocate(const Circuit& circuit, const Target& target);
+// With the schedule: live ranges known, so Target::reuse_channels can share channels.
+sdk::Expected<Allocation> allocate(const Circuit& circuit, const Target& target, const Schedule& schedule);
+// Neurons of the allocation's clears in `layer` (-1: all layers), before merging.
+std::int64_t clear_neurons(const Circuit& circuit, const Allocation& allocation, int layer = -1);
+// Checks a (possibly loaded or hand-edited) allocation against the schedule: no two
+// slots live at once on a channel, every reused channel cleared in an MLP between
+// its fields, clears within each layer's neuron budget, the norm's sum of squares.
+// emit() calls it.
+sdk::Status check_allocation(const Circuit& circuit, const Target& target, const Schedule& schedule,
+                             const Allocation& allocation);
 sdk::Expected<std::vector<Layer>> emit(const Circuit& circuit, const Target& target, const Schedule& schedule,
                                        const Allocation& allocation);
 
@@ -79,6 +140,9 @@ sdk::Expected<CompiledCircuit> compile(const Circuit& circuit, const Target& tar
 sdk::Status dump(const Circuit& circuit, const CompiledCircuit& compiled, const std::filesystem::path& dir);
 sdk::Expected<Schedule> load_schedule(const Circuit& circuit, const std::filesystem::path& file);
 sdk::Expected<Allocation> load_allocation(const Circuit& circuit, const std::filesystem::path& file);
+// Loads and checks the allocation against `schedule` (check_allocation).
+sdk::Expected<Allocation> load_allocation(const Circuit& circuit, const Target& target, const Schedule& schedule,
+                                          const std::filesystem::path& file);
 
 // The raw residual (an embedding row) of a circuit token: constants, every
 // computed field at its placeholder 0, inputs set from `values` (word, value).

@@ -9,6 +9,8 @@
 // within a layer (compile() merges them and reports the real count).
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -104,6 +106,22 @@ enum class Shift { kLeft, kRightLogical, kRightArithmetic };
 // amount: 2 MLP layers, about 300 neurons.
 sdk::Expected<Word> shift(Circuit& c, const std::string& owner, const std::string& name, const Word& x,
                           const Word& amount, Shift kind);
+
+// A truth table in one MLP. The table is a list of disjoint cubes: inputs
+// whose `care` bits equal `value` map to `out`; inputs in no cube map to 0.
+// One selector neuron per cube with a nonzero output (silu(K(2·Σ match −
+// 2·|care| + 1)), exactly K on its cube and exactly 0 elsewhere), so the cost
+// is the number of such cubes: use don't-care bits to keep it small.
+struct Cube {
+  std::uint64_t value = 0;
+  std::uint64_t care = 0;
+  std::uint64_t out = 0;
+};
+sdk::Expected<Word> lookup(Circuit& c, const std::string& owner, const std::string& name, const Word& in,
+                           int out_width, const std::vector<Cube>& cubes);
+// The full table of f over all 2^|in| inputs (|in| <= 16); one neuron per input with f != 0.
+sdk::Expected<Word> lookup(Circuit& c, const std::string& owner, const std::string& name, const Word& in,
+                           int out_width, const std::function<std::uint64_t(std::uint64_t)>& f);
 
 // Clears a whole field's slot to 0 (writes -x): 1 neuron per bit. Returns the
 // field's new name; the old one may not be read afterwards.

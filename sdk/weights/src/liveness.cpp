@@ -1,0 +1,406 @@
+// Channel reuse: live ranges of the residual's slots over the schedule, the
+// interval-colouring allocator with clear neurons, and the check of an allocation.
+#include <algorithm>
+#include <climits>
+#include <map>
+#include <set>
+#include <string>
+
+#include "compile_internal.h"
+
+namespace qgpu::weights {
+
+using detail::last_alias;
+using detail::root_of;
+
+std::vector<LiveRange> live_ranges(const Circuit& circuit, const Target& target, const Schedule& sched) {
+  const auto& fields = circuit.fields();
+  const auto& ops = circuit.ops();
+  const std::size_t nf = fields.size();
+  std::vector<LiveRange> slot(nf);
+  std::vector<int> first_write(nf, INT_MAX);  // per root: earliest write of the root's own bits
+  std::vector<std::vector<char>> written(nf);
+  std::vector<char> read(nf, 0);  // per field (not root)
+  for (std::size_t f = 0; f < nf; ++f) written[f].assign(static_cast<std::size_t>(fields[f].width), 0);
+  for (std::size_t i = 0; i < ops.size() && i < sched.op_layer.size(); ++i) {
+    const int at = detail::op_sublayer(circuit, sched, i);
+    for (const Bit& b : ops[i].reads) {
+      LiveRange& r = slot[root_of(circuit, b.field)];
+      r.last_read = std::max(r.last_read, at);
+      read[b.field] = 1;
+    }
+    for (const Bit& b : ops[i].writes) {
+      const int root = root_of(circuit, b.field);
+      slot[root].last_write = std::max(slot[root].last_write, at);
+      if (b.field == root) first_write[root] = std::min(first_write[root], at);
+      written[b.field][b.bit] = 1;
+    }
+  }
+  for (std::size_t f = 0; f < nf; ++f) {
+    if (fields[f].alias_of >= 0) continue;
+    LiveRange& r = slot[f];
+    r.root = static_cast<int>(f);
+    const bool all_written = std::all_of(written[f].begin(), written[f].end(), [](char w) { return w != 0; });
+    // A placeholder bit never written reads as 0 from the embedding on: held from the start.
+    r.start = fields[f].kind == FieldKind::kComputed && all_written ? first_write[f] : -1;
+    r.forever = fields[f].kind == FieldKind::kConstant;
+  }
+  for (std::size_t f = 0; f < nf; ++f) {
+    LiveRange& r = slot[root_of(circuit, static_cast<int>(f))];
+    if (circuit.is_output(static_cast<int>(f))) r.forever = true;
+    // The end of an alias chain that no op reads is read back after the last layer.
+    if (target.keep_unread_fields && fields[f].superseded_by < 0 && !read[f]) r.forever = true;
+  }
+  for (std::size_t f = 0; f < nf; ++f)
+    if (fields[f].alias_of >= 0) slot[f] = slot[fields[f].alias_of];
+  return slot;
+}
+
+namespace detail {
+
+int live_peak(const Circuit& c, const std::vector<LiveRange>& live) {
+  int last = -1;
+  for (const LiveRange& r : live) last = std::max({last, r.start, r.last_read, r.last_write});
+  int peak = 0;
+  for (int b = -1; b <= last; ++b) {
+    int n = 0;
+    for (std::size_t f = 0; f < live.size(); ++f)
+      if (c.fields()[f].alias_of < 0 && live[f].live_after(b)) n += c.fields()[f].width;
+    peak = std::max(peak, n);
+  }
+  return peak;
+}
+
+namespace {
+
+std::string layer_of(int sublayer) {
+  if (sublayer < 0) return "the embedding";
+  return "layer " + std::to_string(sublayer / 2) + (sublayer % 2 ? " (MLP)" : " (Gated DeltaNet)");
+}
+
+}  // namespace
+
+// Slots in order of their start; each takes the best run of contiguous pairs:
+// pairs that are fresh, already cleared, or dead with room for a clear in an MLP
+// between the dead slot's last reader and this slot's first writer.
+sdk::Expected<Allocation> allocate_reusing(const Circuit& circuit, const Target& target, const Schedule& sched) {
+  const auto& fields = circuit.fields();
+  const auto live = live_ranges(circuit, target, sched);
+  const std::int64_t H = target.shapes.hidden_size, I = target.shapes.intermediate_size;
+  Allocation a;
+  a.hidden_size = H;
+  int next = 0;
+  a.const_hi = next++;
+  if (target.mute_channel) a.mute = next++;
+  const int first = next;
+  a.field_base.assign(fields.size(), -1);
+  // Pairs the fresh region may take and still leave room for up to 4 pads and the squares.
+  const std::int64_t budget =
+      std::min<std::int64_t>((H - first - 4) / 2, H - static_cast<std::int64_t>(kConstHi * kConstHi));
+  std::vector<std::int64_t> room = mlp_neurons_by_layer(circuit, sched);
+  for (std::int64_t& n : room) n = I - n;
+
+  std::vector<int> roots;
+  for (std::size_t f = 0; f < fields.size(); ++f)
+    if (fields[f].alias_of < 0) roots.push_back(static_cast<int>(f));
+  // By start; wider slots first among equals (fewer holes).
+  std::stable_sort(roots.begin(), roots.end(), [&](int x, int y) {
+    return live[x].start != live[y].start ? live[x].start < live[y].start : fields[x].width > fields[y].width;
+  });
+
+  std::vector<int> owner;                             // per pair of the region: its latest slot
+  std::vector<int> clear_at(fields.size(), INT_MAX);  // per root: sub-layer of its clear
+  std::string clear_problem;                          // why a dead slot could not be reused (first seen)
+  struct Need {
+    int root;
+    int sublayer;
+  };
+  a.bit_channel.assign(fields.size(), {});
+  for (int g : roots) {
+    const int w = fields[g].width, start = live[g].start;
+    const int high = static_cast<int>(owner.size());
+    std::string problem;  // why a dead slot could not be cleared for g (first seen)
+    // Per dead slot on the region: the earliest MLP in its window with room for its clear (-1: none).
+    std::map<int, int> clear_sub;
+    auto clearable = [&](int o) -> int {
+      auto it = clear_sub.find(o);
+      if (it != clear_sub.end()) return it->second;
+      const int lo = live[o].clear_from();
+      int at = -1;
+      for (int c = lo; c <= start && at < 0; c += 2)
+        if (c / 2 < static_cast<int>(room.size()) && room[c / 2] >= fields[o].width) at = c;
+      if (at < 0 && problem.empty()) {
+        problem = "clearing " + fields[last_alias(circuit, o)].full_name() + " (" + std::to_string(fields[o].width) +
+                  " neurons) for " + fields[g].full_name();
+        if (lo > start) {
+          problem += ": no MLP lies between its last use (" + layer_of(live[o].free_from()) + ") and " +
+                     fields[g].full_name() + "'s writer (" + layer_of(start) + ")";
+        } else {
+          const int L = lo / 2;
+          problem += " needs an MLP in layers " + std::to_string(L) + ".." + std::to_string((start - 1) / 2) +
+                     ": layer " + std::to_string(L) + ": MLP neurons: " + std::to_string(I - room[L]) + " of " +
+                     std::to_string(I) + " used (over by " + std::to_string(I - room[L] + fields[o].width - I) + ")";
+        }
+      }
+      return clear_sub[o] = at;
+    };
+    // Pair state for g: -1 free (fresh or cleared in time), -2 taken, else the dead slot to clear.
+    std::vector<int> state(static_cast<std::size_t>(high));
+    for (int q = 0; q < high; ++q) {
+      const int o = owner[q];
+      if (o < 0)
+        state[q] = -1;
+      else if (clear_at[o] != INT_MAX)
+        state[q] = clear_at[o] <= start ? -1 : -2;
+      else if (live[o].forever || live[o].clear_from() > start)
+        state[q] = -2;
+      else
+        state[q] = o;
+    }
+    // Clears for a set of dead slots, each in the earliest MLP with room left (-1 if one cannot be placed).
+    auto place = [&](const std::vector<int>& dirty, std::vector<Need>& needs) -> std::int64_t {
+      std::map<int, std::int64_t> taken;
+      std::int64_t cost = 0;
+      for (int o : dirty) {
+        if (clearable(o) < 0) return -1;
+        int at = -1;
+        for (int c = clearable(o); c <= start && at < 0; c += 2)
+          if (room[c / 2] - taken[c / 2] >= fields[o].width) at = c;
+        if (at < 0) return -1;
+        taken[at / 2] += fields[o].width;
+        needs.push_back(Need{o, at});
+        cost += fields[o].width;
+      }
+      return cost;
+    };
+    using Key = std::tuple<int, int, std::int64_t, int, int>;
+    auto key_of = [&](int end, std::int64_t cost, int p) -> Key {
+      const int over = end > budget ? 1 : 0, growth = end - high;
+      // Eagerly, or past the budget: the least growth first (the smallest peak); within the
+      // budget and not eagerly: no clears first (fresh pairs cost nothing).
+      const bool grow_last = target.reuse_eagerly || over;
+      return std::make_tuple(over, grow_last ? growth : 0, cost, growth, p);
+    };
+    bool found = false;
+    Key best_key{};
+    std::vector<int> best_pairs;
+    std::vector<Need> best_needs;
+    for (int p = 0; p <= high; ++p) {  // contiguous runs; p = high (all fresh) always works
+      bool ok = true;
+      std::vector<int> dirty;
+      for (int q = p; q < std::min(p + w, high) && ok; ++q) {
+        if (state[q] == -2)
+          ok = false;
+        else if (state[q] >= 0 && std::find(dirty.begin(), dirty.end(), state[q]) == dirty.end())
+          dirty.push_back(state[q]);
+      }
+      if (!ok) continue;
+      std::vector<Need> needs;
+      const std::int64_t cost = place(dirty, needs);
+      if (cost < 0) continue;
+      const Key key = key_of(std::max(high, p + w), cost, p);
+      if (!found || key < best_key) {
+        found = true;
+        best_key = key;
+        best_pairs.clear();
+        for (int q = p; q < p + w; ++q) best_pairs.push_back(q);
+        best_needs = std::move(needs);
+      }
+    }
+    if (std::get<3>(best_key) > 0 && (target.reuse_eagerly || std::get<0>(best_key) == 1)) {
+      // Scattered: the bits on free pairs anywhere, then on dead slots' pairs, growing only for the rest.
+      std::vector<int> pairs, dirty;
+      for (int q = 0; q < high && static_cast<int>(pairs.size()) < w; ++q)
+        if (state[q] == -1) pairs.push_back(q);
+      for (int q = 0; q < high && static_cast<int>(pairs.size()) < w; ++q) {
+        const int o = state[q];
+        if (o < 0) continue;
+        if (std::find(dirty.begin(), dirty.end(), o) == dirty.end()) {
+          std::vector<int> trial = dirty;
+          trial.push_back(o);
+          std::vector<Need> scratch;
+          if (place(trial, scratch) < 0) continue;
+          dirty.push_back(o);
+        }
+        pairs.push_back(q);
+      }
+      std::vector<Need> needs;
+      const std::int64_t cost = place(dirty, needs);
+      int end = high;
+      while (static_cast<int>(pairs.size()) < w) pairs.push_back(end++);
+      std::sort(pairs.begin(), pairs.end());
+      const Key key = key_of(end, cost, pairs.front());
+      if (cost >= 0 && key < best_key) {
+        best_key = key;
+        best_pairs = std::move(pairs);
+        best_needs = std::move(needs);
+      }
+    }
+    if (std::get<0>(best_key) == 1 && clear_problem.empty()) clear_problem = problem;
+    for (const Need& n : best_needs) {
+      clear_at[n.root] = n.sublayer;
+      room[n.sublayer / 2] -= fields[n.root].width;
+      a.clears.push_back(ChannelClear{last_alias(circuit, n.root), n.sublayer / 2});
+    }
+    if (best_pairs.back() >= high) owner.resize(static_cast<std::size_t>(best_pairs.back() + 1), -1);
+    for (int q : best_pairs) owner[q] = g;
+    a.field_base[g] = first + 2 * best_pairs.front();
+    if (best_pairs.back() - best_pairs.front() + 1 != w)  // not contiguous: every bit's pair
+      for (int q : best_pairs) a.bit_channel[g].push_back(first + 2 * q);
+  }
+  for (std::size_t f = 0; f < fields.size(); ++f)
+    if (fields[f].alias_of >= 0) {
+      a.field_base[f] = a.field_base[fields[f].alias_of];
+      a.bit_channel[f] = a.bit_channel[fields[f].alias_of];
+    }
+  bool scattered = false;
+  for (const auto& v : a.bit_channel) scattered = scattered || !v.empty();
+  if (!scattered) a.bit_channel.clear();
+  std::sort(a.clears.begin(), a.clears.end(), [](const ChannelClear& x, const ChannelClear& y) {
+    return std::tie(x.layer, x.field) < std::tie(y.layer, y.field);
+  });
+  a.live_peak = live_peak(circuit, live);
+  const std::int64_t pairs = static_cast<std::int64_t>(owner.size());
+  std::string detail = "; with channel reuse: at most " + std::to_string(a.live_peak) + " bits live at once";
+  if (!clear_problem.empty()) detail += "; a dead field's channels stayed unused: " + clear_problem;
+  QGPU_RETURN_IF_ERROR(add_pads(a, target, first + 2 * static_cast<int>(pairs), pairs, detail));
+  return a;
+}
+
+}  // namespace detail
+
+sdk::Status check_allocation(const Circuit& circuit, const Target& target, const Schedule& sched,
+                             const Allocation& alloc) {
+  const auto& fields = circuit.fields();
+  const std::int64_t H = target.shapes.hidden_size;
+  if (alloc.hidden_size != H)
+    return sdk::invalid_argument("allocation: hidden size " + std::to_string(alloc.hidden_size) + ", the target has " +
+                                 std::to_string(H));
+  if (alloc.field_base.size() != fields.size())
+    return sdk::invalid_argument("allocation has " + std::to_string(alloc.field_base.size()) + " fields, the circuit " +
+                                 std::to_string(fields.size()));
+  if (alloc.pad_channel.size() != alloc.pad_value.size())
+    return sdk::invalid_argument("allocation: pad channels and values differ in number");
+  // Channel owners: -2 reserved (constants, mute, pads), else the slots on it.
+  std::vector<std::vector<int>> on(static_cast<std::size_t>(H));
+  std::vector<char> reserved(static_cast<std::size_t>(H), 0);
+  auto reserve = [&](int ch, const std::string& what) -> sdk::Status {
+    if (ch < 0 || ch >= H)
+      return sdk::invalid_argument("allocation: " + what + " channel " + std::to_string(ch) + " outside the residual");
+    if (reserved[ch]) return sdk::invalid_argument("allocation: channel " + std::to_string(ch) + " is reserved twice");
+    reserved[ch] = 1;
+    return sdk::Status::ok();
+  };
+  QGPU_RETURN_IF_ERROR(reserve(alloc.const_hi, "const_hi"));
+  if (alloc.mute >= 0) QGPU_RETURN_IF_ERROR(reserve(alloc.mute, "mute"));
+  double squares = kConstHi * kConstHi;
+  for (std::size_t i = 0; i < alloc.pad_channel.size(); ++i) {
+    QGPU_RETURN_IF_ERROR(reserve(alloc.pad_channel[i], "pad"));
+    squares += alloc.pad_value[i] * alloc.pad_value[i];
+  }
+  if (!alloc.bit_channel.empty() && alloc.bit_channel.size() != fields.size())
+    return sdk::invalid_argument("allocation: bit channels for " + std::to_string(alloc.bit_channel.size()) +
+                                 " fields, the circuit has " + std::to_string(fields.size()));
+  std::vector<signed char> rail_kind(static_cast<std::size_t>(H), -1);  // 0 positive, 1 negative rail
+  std::vector<int> rail_owner(static_cast<std::size_t>(H), -1);
+  for (std::size_t f = 0; f < fields.size(); ++f) {
+    const int root = root_of(circuit, static_cast<int>(f));
+    const bool scattered = !alloc.bit_channel.empty() && !alloc.bit_channel[f].empty();
+    if (scattered && static_cast<int>(alloc.bit_channel[f].size()) != fields[f].width)
+      return sdk::invalid_argument("allocation: field " + fields[f].full_name() + " has " +
+                                   std::to_string(alloc.bit_channel[f].size()) + " bit channels for " +
+                                   std::to_string(fields[f].width) + " bits");
+    const auto own = [&](int b) { return scattered ? alloc.bit_channel[f][b] : alloc.field_base[f] + 2 * b; };
+    const auto rootc = [&](int b) {
+      return !alloc.bit_channel.empty() && !alloc.bit_channel[root].empty() ? alloc.bit_channel[root][b]
+                                                                            : alloc.field_base[root] + 2 * b;
+    };
+    for (int b = 0; b < fields[f].width; ++b) {
+      const int ch = own(b);
+      if (ch != rootc(b))
+        return sdk::invalid_argument("allocation: field " + fields[f].full_name() + " aliases " +
+                                     fields[root].full_name() + " but has other channels");
+      if (ch < 0 || ch + 1 >= H)
+        return sdk::invalid_argument("allocation: field " + fields[f].full_name() + " lies outside the residual");
+      if (fields[f].alias_of >= 0) continue;
+      for (int r = 0; r < 2; ++r) {
+        if (reserved[ch + r])
+          return sdk::invalid_argument("allocation: field " + fields[f].full_name() + " is on reserved channel " +
+                                       std::to_string(ch + r));
+        if (rail_kind[ch + r] >= 0 && rail_kind[ch + r] != r)
+          return sdk::invalid_argument("allocation: fields " + fields[rail_owner[ch + r]].full_name() + " and " +
+                                       fields[f].full_name() + " use channel " + std::to_string(ch + r) +
+                                       " as different rails");
+        rail_kind[ch + r] = static_cast<signed char>(r);
+        rail_owner[ch + r] = static_cast<int>(f);
+        if (std::find(on[ch + r].begin(), on[ch + r].end(), static_cast<int>(f)) != on[ch + r].end())
+          return sdk::invalid_argument("allocation: field " + fields[f].full_name() + " uses channel " +
+                                       std::to_string(ch + r) + " twice");
+        on[ch + r].push_back(static_cast<int>(f));
+      }
+    }
+  }
+  const auto live = live_ranges(circuit, target, sched);
+  std::vector<int> clear_at(fields.size(), INT_MAX);
+  for (const ChannelClear& cl : alloc.clears) {
+    if (cl.field < 0 || cl.field >= static_cast<int>(fields.size()))
+      return sdk::invalid_argument("allocation: a clear names no field of the circuit");
+    const int root = root_of(circuit, cl.field);
+    const std::string name = fields[cl.field].full_name();
+    if (cl.layer < 0 || cl.layer >= sched.num_layers)
+      return sdk::invalid_argument("allocation: clear of " + name + " in layer " + std::to_string(cl.layer) + " of " +
+                                   std::to_string(sched.num_layers));
+    if (clear_at[root] != INT_MAX) return sdk::invalid_argument("allocation: " + name + " is cleared twice");
+    const int at = 2 * cl.layer + 1;
+    if (live[root].forever)
+      return sdk::invalid_argument("allocation: clear of " + name + " in layer " + std::to_string(cl.layer) +
+                                   ": it is read back after the last layer");
+    if (at < live[root].clear_from())
+      return sdk::invalid_argument("allocation: clear of " + name + " in layer " + std::to_string(cl.layer) +
+                                   " while it is still live (until " + detail::layer_of(live[root].free_from()) + ")");
+    clear_at[root] = at;
+  }
+  std::int64_t pairs = 0;
+  std::set<std::pair<int, int>> checked;
+  for (std::int64_t ch = 0; ch < H; ++ch) {
+    auto& v = on[ch];
+    if (v.empty()) continue;
+    if (rail_kind[ch] == 0) ++pairs;  // each pair once, at its positive rail
+    std::stable_sort(v.begin(), v.end(), [&](int x, int y) { return live[x].start < live[y].start; });
+    for (std::size_t k = 0; k + 1 < v.size(); ++k) {
+      const int g = v[k], h = v[k + 1];
+      if (!checked.insert({g, h}).second) continue;
+      const LiveRange &lg = live[g], &lh = live[h];
+      const std::string both = "allocation: fields " + fields[last_alias(circuit, g)].full_name() + " and " +
+                               fields[h].full_name() + " share channel " + std::to_string(ch);
+      const std::string in = lh.start < 0 ? "at the embedding" : "in layer " + std::to_string(lh.start / 2);
+      if (lg.forever || lg.clear_from() > lh.start || lg.start == lh.start)
+        return sdk::invalid_argument(both + " but are both live " + in);
+      if (clear_at[g] == INT_MAX)
+        return sdk::invalid_argument(both + ": " + fields[last_alias(circuit, g)].full_name() +
+                                     " is not cleared before " + fields[h].full_name() + " is written " + in);
+      if (clear_at[g] > lh.start)
+        return sdk::invalid_argument(both + ": " + fields[last_alias(circuit, g)].full_name() +
+                                     " is cleared in layer " + std::to_string(clear_at[g] / 2) + ", after " +
+                                     fields[h].full_name() + " is written " + in);
+    }
+  }
+  squares += static_cast<double>(pairs);
+  if (squares != static_cast<double>(H))
+    return sdk::invalid_argument("allocation: constants, " + std::to_string(pairs) +
+                                 " pairs and pads give a sum of squares of " + std::to_string(squares) +
+                                 " units, the norm needs exactly the hidden size " + std::to_string(H));
+  // Clears within the neuron budget of their layer.
+  std::vector<std::int64_t> used = detail::mlp_neurons_by_layer(circuit, sched);
+  for (int L = 0; L < sched.num_layers; ++L) {
+    const std::int64_t c = clear_neurons(circuit, alloc, L);
+    if (c > 0 && used[L] + c > target.shapes.intermediate_size)
+      return sdk::limit_exceeded("allocation: layer " + std::to_string(L) +
+                                 ": MLP neurons: " + std::to_string(used[L]) + " for ops + " + std::to_string(c) +
+                                 " for clears of " + std::to_string(target.shapes.intermediate_size) + " (over by " +
+                                 std::to_string(used[L] + c - target.shapes.intermediate_size) + ")");
+  }
+  return sdk::Status::ok();
+}
+
+}  // namespace qgpu::weights
