@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstdio>
 #include <sstream>
 
 namespace qgpu::simt {
@@ -403,6 +404,65 @@ sdk::Expected<std::vector<std::int64_t>> encode_tokens(std::span<const Record> r
   return ids;
 }
 
+sdk::Expected<Record> token_record(std::int64_t offset) {
+  if (offset < 0 || offset >= vocabulary_rows())
+    return sdk::invalid_argument("row " + std::to_string(offset) + " is outside the machine's " +
+                                 std::to_string(vocabulary_rows()) + " rows");
+  int k = 0;
+  std::int64_t x = offset;
+  while (x >= kRows[k]) x -= kRows[k], ++k;
+  const auto kind = static_cast<RecordKind>(k);
+  Record r;
+  r.kind = kind;
+  switch (kind) {
+    case RecordKind::kCta: r.cta = static_cast<std::uint32_t>(x); break;
+    case RecordKind::kExec:
+      r.lanes = static_cast<std::uint32_t>(x % kMasks + 1), x /= kMasks;
+      r.warp = static_cast<std::uint32_t>(x % kProtoWarps), x /= kProtoWarps;
+      r.block = static_cast<std::uint32_t>(x);
+      break;
+    case RecordKind::kSched: {
+      r.lanes = static_cast<std::uint32_t>(x % kMasks + 1), x /= kMasks;
+      r.warp = static_cast<std::uint32_t>(x % kProtoWarps), x /= kProtoWarps;
+      if (x == 96) {
+        r.status = LaneStatus::kExited;
+      } else {
+        const std::int64_t group = x / kProtoBlocks;
+        r.status = group == 0   ? LaneStatus::kRunning
+                   : group == 1 ? LaneStatus::kBarrierEven
+                                : LaneStatus::kBarrierOdd;
+        r.block = static_cast<std::uint32_t>(x % kProtoBlocks);
+      }
+      break;
+    }
+    case RecordKind::kWreg:
+      r.format = static_cast<ValueFormat>(x % kFormats), x /= kFormats;
+      r.lanes = static_cast<std::uint32_t>(x % kMasks + 1), x /= kMasks;
+      r.reg = static_cast<std::uint32_t>(x % (kProtoRegisters - 1) + 1), x /= kProtoRegisters - 1;
+      r.warp = static_cast<std::uint32_t>(x);
+      break;
+    case RecordKind::kWmem:
+      r.format = static_cast<ValueFormat>(x % kFormats), x /= kFormats;
+      r.count = static_cast<std::uint32_t>(x % kProtoRunWords + 1), x /= kProtoRunWords;
+      r.word = static_cast<std::uint32_t>(x % kProtoWords), x /= kProtoWords;
+      r.shared = x != 0;
+      if (r.word + r.count > kProtoWords)
+        return sdk::invalid_argument("WMEM of " + std::to_string(r.count) + " words from word " +
+                                     std::to_string(r.word) + " runs past the last word " +
+                                     std::to_string(kProtoWords - 1) + " (a reserved row)");
+      break;
+    case RecordKind::kRom:
+      r.half = static_cast<std::uint32_t>(x % 2), x /= 2;
+      r.slot = static_cast<std::uint32_t>(x % kProtoRowsPerBlock);
+      r.block = static_cast<std::uint32_t>(x / kProtoRowsPerBlock);
+      break;
+    case RecordKind::kLive: r.block = static_cast<std::uint32_t>(x); break;
+    case RecordKind::kData: r.data = static_cast<std::uint32_t>(x); break;
+    default: break;
+  }
+  return r;
+}
+
 sdk::Expected<std::vector<Record>> decode_tokens(std::span<const std::int64_t> ids, std::int64_t base) {
   std::vector<Record> out;
   const std::int64_t end = base + vocabulary_rows();
@@ -422,56 +482,12 @@ sdk::Expected<std::vector<Record>> decode_tokens(std::span<const std::int64_t> i
       return sdk::invalid_argument(where(i) + " is past the machine's rows (" + std::to_string(base) + " + " +
                                    std::to_string(vocabulary_rows()) + ", over by " + std::to_string(id - end + 1) +
                                    ")");
-    auto [kind, x] = kind_of(id - base);
+    auto rec = token_record(id - base);
+    if (!rec) return sdk::invalid_argument(where(i) + ": " + rec.status().message());
+    Record r = *rec;
+    const RecordKind kind = r.kind;
     if (kind == RecordKind::kData)
       return sdk::invalid_argument(where(i) + " is a DATA token where a record header is expected");
-    Record r;
-    r.kind = kind;
-    switch (kind) {
-      case RecordKind::kCta: r.cta = static_cast<std::uint32_t>(x); break;
-      case RecordKind::kExec:
-        r.lanes = static_cast<std::uint32_t>(x % kMasks + 1), x /= kMasks;
-        r.warp = static_cast<std::uint32_t>(x % kProtoWarps), x /= kProtoWarps;
-        r.block = static_cast<std::uint32_t>(x);
-        break;
-      case RecordKind::kSched: {
-        r.lanes = static_cast<std::uint32_t>(x % kMasks + 1), x /= kMasks;
-        r.warp = static_cast<std::uint32_t>(x % kProtoWarps), x /= kProtoWarps;
-        if (x == 96) {
-          r.status = LaneStatus::kExited;
-        } else {
-          const std::int64_t group = x / kProtoBlocks;
-          r.status = group == 0   ? LaneStatus::kRunning
-                     : group == 1 ? LaneStatus::kBarrierEven
-                                  : LaneStatus::kBarrierOdd;
-          r.block = static_cast<std::uint32_t>(x % kProtoBlocks);
-        }
-        break;
-      }
-      case RecordKind::kWreg:
-        r.format = static_cast<ValueFormat>(x % kFormats), x /= kFormats;
-        r.lanes = static_cast<std::uint32_t>(x % kMasks + 1), x /= kMasks;
-        r.reg = static_cast<std::uint32_t>(x % (kProtoRegisters - 1) + 1), x /= kProtoRegisters - 1;
-        r.warp = static_cast<std::uint32_t>(x);
-        break;
-      case RecordKind::kWmem:
-        r.format = static_cast<ValueFormat>(x % kFormats), x /= kFormats;
-        r.count = static_cast<std::uint32_t>(x % kProtoRunWords + 1), x /= kProtoRunWords;
-        r.word = static_cast<std::uint32_t>(x % kProtoWords), x /= kProtoWords;
-        r.shared = x != 0;
-        if (r.word + r.count > kProtoWords)
-          return sdk::invalid_argument(where(i) + " is WMEM of " + std::to_string(r.count) + " words from word " +
-                                       std::to_string(r.word) + ", past the last word " +
-                                       std::to_string(kProtoWords - 1) + " (a reserved row)");
-        break;
-      case RecordKind::kRom:
-        r.half = static_cast<std::uint32_t>(x % 2), x /= 2;
-        r.slot = static_cast<std::uint32_t>(x % kProtoRowsPerBlock);
-        r.block = static_cast<std::uint32_t>(x / kProtoRowsPerBlock);
-        break;
-      case RecordKind::kLive: r.block = static_cast<std::uint32_t>(x); break;
-      default: break;
-    }
     const int nd = data_tokens(r);
     if (nd > kMaxDataTokens)
       return sdk::invalid_argument(where(i) + " is " + to_text(r) + ", which would need " + std::to_string(nd) +
@@ -527,6 +543,68 @@ sdk::Expected<std::vector<Record>> decode_tokens(std::span<const std::int64_t> i
     i += 1 + nd;
   }
   return out;
+}
+
+// ---------------------------------------------------------------------------- replay
+
+namespace {
+
+// A header's fields without its payload, e.g. "WREG w0 r1 0b0111 byte".
+std::string header_text(const Record& r) {
+  Record h = r;
+  h.values = {};
+  std::string text = to_text(h);
+  if (const auto cut = text.find(" ["); cut != std::string::npos) text.resize(cut);
+  return text;
+}
+
+// One token of a stream by itself, e.g. "EXEC B1 w0 0b0111 (id 248578)", "DATA 0x0402 (id 288078)".
+std::string token_text(std::int64_t id, std::int64_t base) {
+  const std::string tail = " (id " + std::to_string(id) + ")";
+  if (id < base) return "a text token" + tail;
+  auto r = token_record(id - base);
+  if (!r) return "an invalid machine row" + tail;
+  if (r->kind != RecordKind::kData) return header_text(*r) + tail;
+  char hex[16];
+  std::snprintf(hex, sizeof hex, "0x%04x", r->data);
+  return std::string("DATA ") + hex + tail;
+}
+
+}  // namespace
+
+std::string StreamMismatch::to_string() const {
+  return "token " + std::to_string(token) + " (record " + std::to_string(record) + "): expected " + expected +
+         ", got " + got;
+}
+
+std::optional<StreamMismatch> first_mismatch(std::span<const std::int64_t> expected,
+                                             std::span<const std::int64_t> got, std::int64_t base) {
+  std::size_t record = 0, record_start = 0;
+  for (std::size_t i = 0; i < expected.size() || i < got.size(); ++i) {
+    // Track which expected record token i belongs to (header + its DATA tokens).
+    std::string where;  // for an expected DATA token: "DATA 2 of 3 of WREG w0 r1 0b0111 byte: "
+    if (i < expected.size()) {
+      auto r = token_record(expected[i] - base);
+      if (r && r->kind != RecordKind::kData) {
+        if (i > 0) ++record;
+        record_start = i;
+      } else if (r) {
+        auto head = token_record(expected[record_start] - base);
+        if (head && head->kind != RecordKind::kData)
+          where = "DATA " + std::to_string(i - record_start) + " of " + std::to_string(data_tokens(*head)) + " of " +
+                  header_text(*head) + ": ";
+      }
+    }
+    const bool have_e = i < expected.size(), have_g = i < got.size();
+    if (have_e && have_g && expected[i] == got[i]) continue;
+    StreamMismatch m;
+    m.token = i;
+    m.record = have_e ? record : record + 1;
+    m.expected = have_e ? where + token_text(expected[i], base) : "the end of the stream";
+    m.got = have_g ? token_text(got[i], base) : "nothing (the stream ended)";
+    return m;
+  }
+  return std::nullopt;
 }
 
 // ---------------------------------------------------------------------------- text

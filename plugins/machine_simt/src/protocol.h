@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -115,6 +116,9 @@ std::int64_t token_count(std::span<const Record> records);
 // Appends the record's tokens (header, then DATA); a field outside the layout is an error naming it.
 sdk::Status append_tokens(const Record& record, std::int64_t base, std::vector<std::int64_t>& out);
 sdk::Expected<std::vector<std::int64_t>> encode_tokens(std::span<const Record> records, std::int64_t base);
+// One token by itself: `offset` = id - base. Headers get their fields, DATA
+// its payload in `data`; errors name rows outside the layout or reserved rows.
+sdk::Expected<Record> token_record(std::int64_t offset);
 // Parses a whole token stream; errors name the token index, the id and why it does not fit.
 sdk::Expected<std::vector<Record>> decode_tokens(std::span<const std::int64_t> ids, std::int64_t base);
 
@@ -132,6 +136,19 @@ std::vector<std::uint16_t> live_in_masks(const Program& program);
 // The host's prompt for a launch: LAUNCH, CTA 0, ROM and LIVE rows, memory,
 // register and scheduler reset, RUN (docs/PROTOCOL.md "Prompt").
 sdk::Expected<std::vector<Record>> encode_prompt(const Program& program, const std::vector<sdk::LaunchArg>& args);
+
+// --check: the first generated token that differs from the expected stream.
+struct StreamMismatch {
+  std::size_t token = 0;   // index in the generated stream
+  std::size_t record = 0;  // index of the expected record that token belongs to
+  std::string expected;    // e.g. "DATA 2 of 3 of WREG w0 r1 0b0111 byte [4, 10, 18] (id 290624)"
+  std::string got;         // e.g. "DATA 0x1234 (id 288078)", or "nothing (the stream ended)"
+  std::string to_string() const;  // one line: "token 5 (record 4): expected ..., got ..."
+};
+// Compares `got` with `expected` token by token (both id streams with the
+// machine's rows from `base`); nothing when they are equal.
+std::optional<StreamMismatch> first_mismatch(std::span<const std::int64_t> expected,
+                                             std::span<const std::int64_t> got, std::int64_t base);
 
 struct LaunchRecords {
   sdk::LaunchResult result;       // the interpreter's result, unchanged

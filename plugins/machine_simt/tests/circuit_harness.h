@@ -28,6 +28,19 @@ inline sdk::LayerShapes qwen2b_shapes() {
   return s;
 }
 
+// Compiles `c` to Qwen3.5-2B's layer shapes (a wider residual when `hidden`
+// says so) into `cc`; false, with the error as a test failure, when it does not fit.
+inline bool compile_to(const weights::Circuit& c, weights::CompiledCircuit& cc, std::int64_t hidden = 2048) {
+  weights::Target t;
+  t.shapes = qwen2b_shapes();
+  t.shapes.hidden_size = hidden;
+  auto r = weights::compile(c, t);
+  EXPECT_TRUE(r.has_value()) << r.status().to_string();
+  if (!r) return false;
+  cc = std::move(*r);
+  return true;
+}
+
 using Inputs = std::vector<std::pair<weights::Word, std::uint64_t>>;
 
 // One token through the compiled circuit: embed `in`, step the model, return

@@ -2,9 +2,28 @@
 // interpreter, protocol and circuit tests.
 #pragma once
 
+#include <string>
+#include <vector>
+
 #include "ir_builder.h"
+#include "qgpu/sdk/machine.h"
 
 namespace qgpu::simt::test {
+
+// Launch arguments: an array parameter and a scalar parameter.
+inline sdk::LaunchArg arr(const std::string& name, std::vector<std::int32_t> v) {
+  sdk::LaunchArg a;
+  a.param = name;
+  a.is_array = true;
+  a.array = std::move(v);
+  return a;
+}
+inline sdk::LaunchArg scalar(const std::string& name, std::int32_t v) {
+  sdk::LaunchArg a;
+  a.param = name;
+  a.scalar = v;
+  return a;
+}
 
 // examples/dot.cu as clang-16 -O2 emits it (one mul.wide for both addresses, setp.ge + branch to the exit).
 inline sdk::KernelIR dot_kernel() {
@@ -67,11 +86,12 @@ inline sdk::KernelIR loop_kernel() {
   return b.k;
 }
 
-// Per thread block: a shared-memory tree reduction with barriers; thread 0 writes out[ctaid].
-inline sdk::KernelIR reduce_kernel() {
+// Per thread block of `threads` (a power of two): a shared-memory tree reduction
+// with barriers; thread 0 writes out[ctaid].
+inline sdk::KernelIR reduce_kernel(int threads = 8) {
   IrBuilder b("reduce");
   const sdk::ValueId pin = b.ptr_param("in"), pout = b.ptr_param("out");
-  b.k.shared.push_back({"s", 32, 4});
+  b.k.shared.push_back({"s", static_cast<std::uint32_t>(4 * threads), 4});
   const sdk::ValueId t = b.tid(), gid = b.global_index();
   const sdk::ValueId mine = b.element(b.shared_addr(0), t);
   b.store(mine, b.load(b.element(pin, gid)), sdk::AddressSpace::kShared);
@@ -80,7 +100,7 @@ inline sdk::KernelIR reduce_kernel() {
   const int add = b.block("add"), next = b.block("next"), done = b.block("done"), write = b.block("write"),
             exit = b.block("exit");
   b.at(0);
-  b.br(loop, {b.c32(4)});
+  b.br(loop, {b.c32(threads / 2)});
   b.at(loop);
   const sdk::ValueId stride = b.arg(loop, 0);
   b.cond_br(b.icmp(sdk::CmpPred::kSlt, t, stride), add, {}, next);

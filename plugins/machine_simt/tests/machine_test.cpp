@@ -26,19 +26,8 @@ using sdk::AddressSpace;
 using sdk::CmpPred;
 using sdk::LaunchArg;
 
-LaunchArg arr(const std::string& name, std::vector<std::int32_t> v) {
-  LaunchArg a;
-  a.param = name;
-  a.is_array = true;
-  a.array = std::move(v);
-  return a;
-}
-LaunchArg scalar(const std::string& name, std::int32_t v) {
-  LaunchArg a;
-  a.param = name;
-  a.scalar = v;
-  return a;
-}
+using test::arr;
+using test::scalar;
 
 sdk::Expected<sdk::LaunchResult> run(const sdk::KernelIR& k, sdk::LaunchShape shape, const std::vector<LaunchArg>& args,
                                      const MachineConfig& cfg = {}, sdk::InterpretOptions opt = {}) {

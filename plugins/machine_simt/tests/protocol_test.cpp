@@ -29,19 +29,8 @@ using sdk::LaunchArg;
 
 constexpr std::int64_t kBase = kQwen35VocabRows;
 
-LaunchArg arr(const std::string& name, std::vector<std::int32_t> v) {
-  LaunchArg a;
-  a.param = name;
-  a.is_array = true;
-  a.array = std::move(v);
-  return a;
-}
-LaunchArg scalar(const std::string& name, std::int32_t v) {
-  LaunchArg a;
-  a.param = name;
-  a.scalar = v;
-  return a;
-}
+using test::arr;
+using test::scalar;
 
 // ---------------------------------------------------------------------------- codec
 
@@ -731,3 +720,55 @@ TEST(Protocol, LimitsOfTheTokenLayout) {
 
 }  // namespace
 }  // namespace qgpu::simt::test
+
+namespace qgpu::simt {
+namespace {
+
+// --check's comparison: equal streams pass; the first differing token is named
+// with its record, what was expected (header fields or DATA position) and what came.
+TEST(Protocol, FirstMismatchNamesTokenRecordAndBothSides) {
+  const std::int64_t base = kQwen35VocabRows;
+  const std::vector<Record> recs = {exec_record(0, 0, 0b1111), wreg_record(0, 1, 0b0111, {4, 10, 18, 0}),
+                                    exec_record(2, 0, 0b0111), halt_record()};
+  auto ids = encode_tokens(recs, base);
+  ASSERT_TRUE(ids);
+  ASSERT_EQ(ids->size(), 6u);  // EXEC, WREG + 2 DATA (byte format: 3 values), EXEC, HALT
+  EXPECT_FALSE(first_mismatch(*ids, *ids, base).has_value());
+
+  std::vector<std::int64_t> got = *ids;
+  got[3] += 1;  // the second DATA of the WREG record
+  auto m = first_mismatch(*ids, got, base);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->token, 3u);
+  EXPECT_EQ(m->record, 1u);
+  EXPECT_EQ(m->to_string(), "token 3 (record 1): expected DATA 2 of 2 of WREG w0 r1 0b0111 byte: DATA 0x0012 (id " +
+                                std::to_string((*ids)[3]) + "), got DATA 0x0013 (id " + std::to_string(got[3]) + ")");
+
+  got = *ids;
+  got[4] = base + first_id(RecordKind::kExec) + 1;  // EXEC B0 w0 0b0010 instead of EXEC B2 w0 0b0111
+  m = first_mismatch(*ids, got, base);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->record, 2u);
+  EXPECT_NE(m->to_string().find("expected EXEC B2 w0 0b0111 (id"), std::string::npos) << m->to_string();
+  EXPECT_NE(m->to_string().find("got EXEC B0 w0 0b0010 (id"), std::string::npos) << m->to_string();
+
+  // A stream cut short, one that runs on, and a text token inside a launch.
+  got.assign(ids->begin(), ids->begin() + 5);
+  m = first_mismatch(*ids, got, base);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->token, 5u);
+  EXPECT_NE(m->got.find("nothing (the stream ended)"), std::string::npos);
+  got = *ids;
+  got.push_back(base);
+  m = first_mismatch(*ids, got, base);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->expected, "the end of the stream");
+  got = *ids;
+  got[0] = 17;
+  m = first_mismatch(*ids, got, base);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->got, "a text token (id 17)");
+}
+
+}  // namespace
+}  // namespace qgpu::simt
