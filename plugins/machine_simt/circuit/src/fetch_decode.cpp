@@ -14,10 +14,6 @@ using weights::MlpBuilder;
 using weights::Term;
 using weights::Word;
 
-constexpr int kBlockBits = 5;  // log2(kProtoBlocks)
-constexpr int kWarpBits = 3;   // log2(kProtoWarps)
-static_assert(kProtoBlocks == 1 << kBlockBits && kProtoWarps == 1 << kWarpBits);
-
 Word slice(const Word& w, int pos, int width) {
   return Word(w.begin() + pos, w.begin() + pos + width);
 }
@@ -89,19 +85,17 @@ sdk::Expected<FetchDecode> build_fetch_decode(Circuit& c, int slots) {
                                  " ROM slots per block, the protocol holds 1.." + std::to_string(kProtoRowsPerBlock));
   FetchDecode fd;
   fd.slots = slots;
-  auto in = [&](const std::string& owner, const std::string& name, int width, Word& out) -> sdk::Status {
-    auto w = c.input(owner, name, width);
-    if (!w) return w.status();
-    out = std::move(*w);
-    return sdk::Status::ok();
-  };
-  QGPU_RETURN_IF_ERROR(in("rom", "block", kBlockBits, fd.rom_block));
-  QGPU_RETURN_IF_ERROR(in("rom", "select", 2 * slots, fd.rom_select));
-  QGPU_RETURN_IF_ERROR(in("rom", "payload", 32, fd.rom_payload));
-  QGPU_RETURN_IF_ERROR(in("exec", "is", 1, fd.exec_is));
-  QGPU_RETURN_IF_ERROR(in("exec", "block", kBlockBits, fd.exec_block));
-  QGPU_RETURN_IF_ERROR(in("exec", "warp", kWarpBits, fd.exec_warp));
-  QGPU_RETURN_IF_ERROR(in("exec", "lanes", kProtoLanes, fd.exec_lanes));
+  auto rec = build_records(c, slots);
+  if (!rec) return rec.status();
+  fd.records = std::move(*rec);
+  const Records& r = fd.records;
+  fd.rom_block = r.rom.row;
+  fd.rom_select = r.rom.select;
+  fd.rom_payload = r.rom.data;
+  fd.exec_is = r.exec_is;
+  fd.exec_block = r.exec_block;
+  fd.exec_warp = r.exec_warp;
+  fd.exec_lanes = r.exec_lanes;
   fd.slot.resize(static_cast<std::size_t>(slots));
   for (int k = 0; k < slots; ++k) {
     for (int h = 0; h < 2; ++h) {
@@ -111,9 +105,9 @@ sdk::Expected<FetchDecode> build_fetch_decode(Circuit& c, int slots) {
       fd.rams.push_back(*ram);
       QGPU_RETURN_IF_ERROR(c.ram_write(*ram, fd.rom_block, fd.rom_payload, fd.rom_select[2 * k + h]));
       // The read surfaces only on EXEC tokens (z gate), so decode sees 0 elsewhere.
-      auto r = c.ram_read(*ram, "fetch." + name, fd.exec_block, fd.exec_is[0]);
-      if (!r) return r.status();
-      (h ? fd.slot[k].hi : fd.slot[k].lo) = std::move(*r);
+      auto rd = c.ram_read(*ram, "fetch." + name, fd.exec_block, fd.exec_is[0]);
+      if (!rd) return rd.status();
+      (h ? fd.slot[k].hi : fd.slot[k].lo) = std::move(*rd);
     }
   }
   // Decode only on EXEC tokens: every other token keeps the placeholders (0).
@@ -129,35 +123,13 @@ sdk::Expected<FetchDecode> build_fetch_decode(Circuit& c, int slots) {
   return fd;
 }
 
-sdk::Expected<std::vector<std::pair<Word, std::uint64_t>>> token_inputs(const FetchDecode& fd, const Record& r) {
-  std::vector<std::pair<Word, std::uint64_t>> v;
-  if (r.kind == RecordKind::kRom) {
-    if (r.block >= kProtoBlocks)
-      return sdk::invalid_argument("ROM record: block " + std::to_string(r.block) + " outside 0.." +
-                                   std::to_string(kProtoBlocks - 1));
-    if (r.half > 1) return sdk::invalid_argument("ROM record: half " + std::to_string(r.half) + " is not 0 or 1");
-    if (r.slot >= static_cast<std::uint32_t>(fd.slots))
-      return sdk::invalid_argument("ROM record: slot " + std::to_string(r.slot) + " outside the circuit's " +
-                                   std::to_string(fd.slots) + " slots per block");
-    v.emplace_back(fd.rom_block, r.block);
-    v.emplace_back(fd.rom_select, std::uint64_t{1} << (2 * r.slot + r.half));
-    v.emplace_back(fd.rom_payload, r.values[0]);
-  } else if (r.kind == RecordKind::kExec) {
-    if (r.block >= kProtoBlocks)
-      return sdk::invalid_argument("EXEC record: block " + std::to_string(r.block) + " outside 0.." +
-                                   std::to_string(kProtoBlocks - 1));
-    if (r.warp >= kProtoWarps)
-      return sdk::invalid_argument("EXEC record: warp " + std::to_string(r.warp) + " outside 0.." +
-                                   std::to_string(kProtoWarps - 1));
-    if (r.lanes >= (1u << kProtoLanes))
-      return sdk::invalid_argument("EXEC record: lane mask " + std::to_string(r.lanes) + " has bits above lane " +
-                                   std::to_string(kProtoLanes - 1));
-    v.emplace_back(fd.exec_is, 1);
-    v.emplace_back(fd.exec_block, r.block);
-    v.emplace_back(fd.exec_warp, r.warp);
-    v.emplace_back(fd.exec_lanes, r.lanes);
-  }
-  return v;
+sdk::Expected<TokenInputs> token_inputs(const FetchDecode& fd, const Record& r) {
+  auto ids = record_token_ids(fd.records, r);
+  if (!ids) return ids.status();
+  if (ids->size() != 1)
+    return sdk::invalid_argument(to_text(r) + " is " + std::to_string(ids->size()) +
+                                 " tokens (a header and its DATA): feed each token id (records.h record_inputs)");
+  return token_inputs(fd.records, ids->front());
 }
 
 }  // namespace qgpu::simt::circuit

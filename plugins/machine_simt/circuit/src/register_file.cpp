@@ -69,22 +69,17 @@ sdk::Expected<RegisterFile> build_register_file(Circuit& c, const FetchDecode& f
                                      operand_name(reads[i].second) + " is read twice");
   }
   RegisterFile rf;
-  auto in = [&](const std::string& name, int width, Word& out) -> sdk::Status {
-    auto w = c.input("wreg", name, width);
-    if (!w) return w.status();
-    out = std::move(*w);
-    return sdk::Status::ok();
-  };
-  QGPU_RETURN_IF_ERROR(in("warp", kWarpBits, rf.wreg_warp));
-  QGPU_RETURN_IF_ERROR(in("reg", kRegBits, rf.wreg_reg));
-  QGPU_RETURN_IF_ERROR(in("lanes", kProtoLanes, rf.wreg_lanes));
-  QGPU_RETURN_IF_ERROR(in("value", 32, rf.wreg_value));
-  const Word wr_addr = concat(rf.wreg_reg, rf.wreg_warp);  // row = warp·16 + reg
+  const WregWrite& wr = fd.records.wreg;
+  rf.wreg_reg = Word(wr.row.begin(), wr.row.begin() + kRegBits);  // row = warp·16 + reg
+  rf.wreg_warp = Word(wr.row.begin() + kRegBits, wr.row.end());
+  rf.wreg_lanes = wr.enable;
+  rf.wreg_lane_value = wr.value;
+  rf.wreg_value = wr.value[0];
   for (int l = 0; l < kProtoLanes; ++l) {
     auto ram = c.add_ram("regs", "lane" + std::to_string(l), kRows, 32);
     if (!ram) return ram.status();
     rf.rams[l] = *ram;
-    QGPU_RETURN_IF_ERROR(c.ram_write(*ram, wr_addr, rf.wreg_value, rf.wreg_lanes[l]));
+    QGPU_RETURN_IF_ERROR(c.ram_write(*ram, wr.row, wr.value[l], wr.enable[l]));
   }
   for (const auto& [slot, operand] : reads) {
     const SlotFields& s = fd.slot[static_cast<std::size_t>(slot)];
@@ -129,32 +124,6 @@ sdk::Expected<RegisterFile> build_register_file(Circuit& c, const FetchDecode& f
     rf.reads.push_back(std::move(r));
   }
   return rf;
-}
-
-sdk::Expected<std::vector<std::vector<std::pair<Word, std::uint64_t>>>> wreg_token_inputs(const RegisterFile& rf,
-                                                                                          const Record& r) {
-  if (r.kind != RecordKind::kWreg) return sdk::invalid_argument("wreg_token_inputs: not a WREG record");
-  if (r.warp >= kProtoWarps)
-    return sdk::invalid_argument("WREG record: warp " + std::to_string(r.warp) + " outside 0.." +
-                                 std::to_string(kProtoWarps - 1));
-  if (r.reg == 0 || r.reg > 15)
-    return sdk::invalid_argument("WREG record: register r" + std::to_string(r.reg) +
-                                 " outside r1..r15 (r0 is never written)");
-  if (r.lanes >= (1u << kProtoLanes))
-    return sdk::invalid_argument("WREG record: lane mask " + std::to_string(r.lanes) + " has bits above lane " +
-                                 std::to_string(kProtoLanes - 1));
-  std::vector<std::vector<std::pair<Word, std::uint64_t>>> tokens;
-  unsigned done = 0;
-  for (int l = 0; l < kProtoLanes; ++l) {
-    if (!((r.lanes >> l) & 1) || ((done >> l) & 1)) continue;
-    unsigned mask = 0;
-    for (int k = l; k < kProtoLanes; ++k)
-      if (((r.lanes >> k) & 1) && r.values[k] == r.values[l]) mask |= 1u << k;
-    done |= mask;
-    tokens.push_back(
-        {{rf.wreg_warp, r.warp}, {rf.wreg_reg, r.reg}, {rf.wreg_lanes, mask}, {rf.wreg_value, r.values[l]}});
-  }
-  return tokens;
 }
 
 }  // namespace qgpu::simt::circuit

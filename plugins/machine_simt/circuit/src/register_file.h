@@ -2,11 +2,13 @@
 // RAMs written by WREG tokens, and the operand reads of an EXEC token.
 //
 // Register file: one RAM per lane (4), rows = warp·16 + register (128) × 32
-// bits, as in docs/PROTOCOL.md §2. r0 is never written (token inputs refuse it).
+// bits, as in docs/PROTOCOL.md §2, written where the records stage (records.h)
+// says a WREG value completes: lane l's RAM takes lane l's value word. r0 is
+// never written (no WREG token names it).
 // On an EXEC token each requested (slot, operand) reads, for every lane, the
 // row (EXEC warp, decoded register field) — one read port each, in a layer
 // after the decode MLP — and an MLP turns the read into the operand value in
-// place (docs/PROTOCOL.md §11 "Register file and operand reads").
+// place (docs/PROTOCOL.md §11.2 "Register file and operand reads").
 #pragma once
 
 #include <array>
@@ -31,11 +33,12 @@ struct OperandRead {
 };
 
 struct RegisterFile {
-  // Embedding inputs of a WREG token (one token per group of lanes that share a value).
-  weights::Word wreg_warp;   // 3 bits
-  weights::Word wreg_reg;    // 4 bits (1..15)
-  weights::Word wreg_lanes;  // 4 bits: the write enable of each lane's RAM
-  weights::Word wreg_value;  // 32 bits
+  // The write port (records.wreg, computed in layer 0 from the WREG record's tokens).
+  weights::Word wreg_warp;                                 // 3 bits
+  weights::Word wreg_reg;                                  // 4 bits (1..15)
+  weights::Word wreg_lanes;                                // 4 bits: the write enable of each lane's RAM
+  weights::Word wreg_value;                                // 32 bits: lane 0's value (wreg_lane_value[0])
+  std::array<weights::Word, kProtoLanes> wreg_lane_value;  // 32 bits: lane l's value
   std::array<int, kProtoLanes> rams{};
   std::vector<OperandRead> reads;
 };
@@ -48,12 +51,6 @@ struct RegisterFile {
 // a register (ISA.md).
 sdk::Expected<RegisterFile> build_register_file(weights::Circuit& c, const FetchDecode& fd,
                                                 const std::vector<std::pair<int, Operand>>& reads);
-
-// The tokens of a WREG record: one per distinct value among the lanes of its
-// mask (that value and the mask of the lanes holding it). Errors name the
-// field that does not fit (r0 included).
-sdk::Expected<std::vector<std::vector<std::pair<weights::Word, std::uint64_t>>>> wreg_token_inputs(
-    const RegisterFile& rf, const Record& record);
 
 const char* operand_name(Operand o);  // "a", "b", "c"
 

@@ -1,0 +1,338 @@
+#include "records.h"
+
+#include <bit>
+#include <optional>
+
+#include "qgpu/weights/numerics.h"
+
+namespace qgpu::simt::circuit {
+namespace {
+
+using weights::Affine;
+using weights::Bit;
+using weights::Circuit;
+using weights::Neuron;
+using weights::Term;
+using weights::Word;
+
+constexpr int kBlockBits = 5;  // log2(kProtoBlocks)
+constexpr int kWarpBits = 3;   // log2(kProtoWarps)
+constexpr int kRowBits = 7;    // ROM block (5 bits) or WREG register | warp << 4
+constexpr double kK = weights::kGain;
+static_assert(kProtoBlocks == 1 << kBlockBits && kProtoWarps == 1 << kWarpBits);
+static_assert(kProtoRegisters == 16 && kProtoLanes == 4);
+
+Word slice(const Word& w, int pos, int width) {
+  return Word(w.begin() + pos, w.begin() + pos + width);
+}
+
+void append(Word& w, const Word& x) {
+  w.insert(w.end(), x.begin(), x.end());
+}
+
+// Lane roles of a WREG record's DATA tokens (docs/PROTOCOL.md §3.1/§3.2): lane
+// masks per DATA position p = 1..3 (index p - 1).
+struct WregPlan {
+  std::array<unsigned, 3> lo{}, hi{};
+  unsigned byte = 0;  // bit p-1: byte format with a DATA p
+  unsigned word = 0;  // word format (one lane, completed at DATA 2)
+  unsigned zero = 0;  // zero format: the lanes the header itself clears
+};
+
+WregPlan wreg_plan(const Record& r) {
+  WregPlan p;
+  int rank = 0;
+  for (int l = 0; l < kProtoLanes; ++l) {
+    if (!((r.lanes >> l) & 1)) continue;
+    switch (r.format) {
+      case ValueFormat::kZero: p.zero |= 1u << l; break;
+      case ValueFormat::kByte:  // ranks 2i and 2i+1 in DATA i+1 (low, high byte)
+        if (rank < 6) (rank % 2 ? p.hi : p.lo)[rank / 2] |= 1u << l, p.byte |= 1u << (rank / 2);
+        break;
+      case ValueFormat::kHalf:  // rank i in DATA i+1
+        if (rank < 3) p.lo[rank] |= 1u << l;
+        break;
+      case ValueFormat::kWord:  // DATA 1 low, DATA 2 high (more lanes: a reserved row)
+        if (rank == 0) p.lo[1] |= 1u << l, p.word = 1;
+        break;
+    }
+    ++rank;
+  }
+  return p;
+}
+
+// The bits of lane mask `m` that lie in `lanes`, packed (lane order); an error if
+// some lane of m has no bit there (a row the layout cannot hold; never for a
+// non-reserved row).
+sdk::Expected<std::uint64_t> pack_lanes(unsigned m, unsigned lanes, const char* what) {
+  if (m & ~lanes)
+    return sdk::internal_error(std::string("WREG plan: lane mask ") + std::to_string(m) + " has no " + what + " bit");
+  std::uint64_t v = 0;
+  int k = 0;
+  for (int l = 0; l < kProtoLanes; ++l)
+    if ((lanes >> l) & 1) v |= std::uint64_t{(m >> l) & 1u} << k++;
+  return v;
+}
+
+// The bit of lane l in a field over `lanes` (packed), if it has one.
+std::optional<Bit> lane_bit(const Word& field, unsigned lanes, int l) {
+  if (!((lanes >> l) & 1)) return std::nullopt;
+  return field[static_cast<std::size_t>(std::popcount(lanes & ((1u << l) - 1)))];
+}
+
+std::string kind_text(const Record& r) {
+  std::string s = to_text(r);
+  // Header ids carry no payload: drop to_text's values (WREG / WMEM list, ROM half).
+  if (r.kind == RecordKind::kWreg || r.kind == RecordKind::kWmem) s = s.substr(0, s.find(" ["));
+  if (r.kind == RecordKind::kRom) s = s.substr(0, s.find(" 0x"));
+  return s;
+}
+
+// A neuron K·[2·Σ terms + c ≥ 1]·up: the gate is 2K·Σ terms + c·K, so with an integer
+// Σ it is exactly K (silu → K) where 2Σ + c = 1 and at most -K (silu → -0) below.
+Neuron gated(const std::vector<Term>& terms, double c, Affine up, Bit out) {
+  Affine g;
+  for (const Term& t : terms) g.terms.push_back(Term{t.bit, 2 * kK * t.weight});
+  g.bias = c * kK + 0.0;
+  return Neuron{std::move(g), std::move(up), {Term{out, 1 / kK}}};
+}
+
+Affine up_bit(Bit b) {
+  return Affine{{Term{b, 1}}, 0};
+}
+const Affine kUpOne{{}, 1};
+
+}  // namespace
+
+sdk::Expected<Word> Records::add_header_field(Circuit& c, RecordKind kind, const std::string& owner,
+                                              const std::string& name, int width,
+                                              std::function<sdk::Expected<std::uint64_t>(const Record&)> value) {
+  auto w = c.input(owner, name, width);
+  if (!w) return w.status();
+  bind(kind, *w, std::move(value));
+  return w;
+}
+
+void Records::bind(RecordKind kind, const Word& word,
+                   std::function<sdk::Expected<std::uint64_t>(const Record&)> value) {
+  header_fields.push_back(HeaderField{kind, word, std::move(value)});
+}
+
+sdk::Expected<Records> build_records(Circuit& c, int rom_slots, std::int64_t base) {
+  if (rom_slots < 1 || rom_slots > kProtoRowsPerBlock)
+    return sdk::invalid_argument("records: " + std::to_string(rom_slots) +
+                                 " ROM slots per block, the protocol holds 1.." + std::to_string(kProtoRowsPerBlock));
+  Records rec;
+  rec.base = base;
+  rec.rom_slots = rom_slots;
+  using Value = std::function<sdk::Expected<std::uint64_t>(const Record&)>;
+  auto in = [&](const std::string& owner, const std::string& name, int width, Word& out) -> sdk::Status {
+    auto w = c.input(owner, name, width);
+    if (!w) return w.status();
+    out = std::move(*w);
+    return sdk::Status::ok();
+  };
+  auto field = [&](RecordKind kind, const std::string& owner, const std::string& name, int width, Word& out,
+                   Value v) -> sdk::Status {
+    auto w = rec.add_header_field(c, kind, owner, name, width, std::move(v));
+    if (!w) return w.status();
+    out = std::move(*w);
+    return sdk::Status::ok();
+  };
+  // --- The embedding: DATA payload, the shared row, ROM, EXEC and WREG header fields.
+  QGPU_RETURN_IF_ERROR(in("data", "is", 1, rec.data_is));
+  QGPU_RETURN_IF_ERROR(in("data", "value", kDataBits, rec.data_value));
+  QGPU_RETURN_IF_ERROR(field(RecordKind::kRom, "rec", "row", kRowBits, rec.row,
+                             [](const Record& r) -> sdk::Expected<std::uint64_t> { return r.block; }));
+  rec.bind(RecordKind::kWreg, rec.row,
+           [](const Record& r) -> sdk::Expected<std::uint64_t> { return r.reg | (r.warp << 4); });
+  QGPU_RETURN_IF_ERROR(field(RecordKind::kRom, "rom", "select", 2 * rom_slots, rec.rom_select,
+                             [rom_slots](const Record& r) -> sdk::Expected<std::uint64_t> {
+                               if (r.slot >= static_cast<std::uint32_t>(rom_slots))
+                                 return sdk::invalid_argument(kind_text(r) + ": slot " + std::to_string(r.slot) +
+                                                              " outside the circuit's " + std::to_string(rom_slots) +
+                                                              " slots per block");
+                               return std::uint64_t{1} << (2 * r.slot + r.half);
+                             }));
+  auto one = [](const Record&) -> sdk::Expected<std::uint64_t> { return 1; };
+  QGPU_RETURN_IF_ERROR(field(RecordKind::kExec, "exec", "is", 1, rec.exec_is, one));
+  QGPU_RETURN_IF_ERROR(field(RecordKind::kExec, "exec", "block", kBlockBits, rec.exec_block,
+                             [](const Record& r) -> sdk::Expected<std::uint64_t> { return r.block; }));
+  QGPU_RETURN_IF_ERROR(field(RecordKind::kExec, "exec", "warp", kWarpBits, rec.exec_warp,
+                             [](const Record& r) -> sdk::Expected<std::uint64_t> { return r.warp; }));
+  QGPU_RETURN_IF_ERROR(field(RecordKind::kExec, "exec", "lanes", kProtoLanes, rec.exec_lanes,
+                             [](const Record& r) -> sdk::Expected<std::uint64_t> { return r.lanes; }));
+  QGPU_RETURN_IF_ERROR(field(RecordKind::kWreg, "wreg", "zero", kProtoLanes, rec.wreg_zero,
+                             [](const Record& r) -> sdk::Expected<std::uint64_t> { return wreg_plan(r).zero; }));
+  for (int p = 0; p < 3; ++p) {
+    const std::string n = std::to_string(p + 1);
+    const unsigned lo_lanes = kWregLoLanes[static_cast<std::size_t>(p)];
+    const unsigned hi_lanes = kWregHiLanes[static_cast<std::size_t>(p)];
+    QGPU_RETURN_IF_ERROR(
+        field(RecordKind::kWreg, "wreg", "lo" + n, std::popcount(lo_lanes), rec.wreg_lo[p],
+              [p, lo_lanes](const Record& r) { return pack_lanes(wreg_plan(r).lo[p], lo_lanes, "lo"); }));
+    if (hi_lanes != 0)
+      QGPU_RETURN_IF_ERROR(
+          field(RecordKind::kWreg, "wreg", "hi" + n, std::popcount(hi_lanes), rec.wreg_hi[p],
+                [p, hi_lanes](const Record& r) { return pack_lanes(wreg_plan(r).hi[p], hi_lanes, "hi"); }));
+  }
+  QGPU_RETURN_IF_ERROR(field(RecordKind::kWreg, "wreg", "byte", 2, rec.wreg_byte,
+                             [](const Record& r) -> sdk::Expected<std::uint64_t> { return wreg_plan(r).byte; }));
+  QGPU_RETURN_IF_ERROR(field(RecordKind::kWreg, "wreg", "word", 1, rec.wreg_word,
+                             [](const Record& r) -> sdk::Expected<std::uint64_t> { return wreg_plan(r).word; }));
+
+  // --- Layer 0's Gated DeltaNet: one previous() read per lag, each at most 32 bits (one head).
+  // lag 1: row | DATA payload | lo1 | hi1 | byte(1);  lag 2: row | rom.select | lo2 | hi2 | byte(2) | word;
+  // lag 3: row | lo3.
+  std::array<Word, 3> src;
+  for (Word& s : src) s = rec.row;
+  append(src[0], rec.data_value);
+  append(src[1], rec.rom_select);
+  for (int p = 0; p < 3; ++p) {
+    append(src[p], rec.wreg_lo[p]);
+    append(src[p], rec.wreg_hi[p]);
+  }
+  src[0].push_back(rec.wreg_byte[0]);
+  src[1].push_back(rec.wreg_byte[1]);
+  src[1].push_back(rec.wreg_word[0]);
+  for (int p = 0; p < 3; ++p) {
+    auto w = c.previous("lag" + std::to_string(p + 1), src[p], p + 1, std::nullopt);
+    if (!w) return w.status();
+    rec.window[p] = std::move(*w);
+  }
+  // Views of the window, at the offsets above.
+  const Word& w1 = rec.window[0];
+  const Word& w2 = rec.window[1];
+  const Word d1 = slice(w1, kRowBits, kDataBits);  // the DATA payload at lag 1
+  std::array<Word, 3> lo, hi;
+  std::array<int, 3> off = {kRowBits + kDataBits, kRowBits + 2 * rom_slots, kRowBits};
+  for (int p = 0; p < 3; ++p) {
+    const Word& w = rec.window[p];
+    const int nlo = static_cast<int>(rec.wreg_lo[p].size()), nhi = static_cast<int>(rec.wreg_hi[p].size());
+    lo[p] = slice(w, off[p], nlo);
+    hi[p] = slice(w, off[p] + nlo, nhi);
+    off[p] += nlo + nhi;
+  }
+  const Bit byte1 = w1[static_cast<std::size_t>(off[0])];
+  const Bit byte2 = w2[static_cast<std::size_t>(off[1])];
+  const Bit word2 = w2[static_cast<std::size_t>(off[1] + 1)];
+
+  // --- ROM: written at DATA 2 (the header at lag 2); no neurons.
+  rec.rom.row = slice(w2, 0, kBlockBits);
+  rec.rom.select = slice(w2, kRowBits, 2 * rom_slots);
+  rec.rom.data = d1;
+  append(rec.rom.data, rec.data_value);
+
+  // --- WREG: layer 0's MLP. Only the live header of the window (the one whose DATA the current
+  // token is) has nonzero role bits, and the current token's own zero-format mask excludes them,
+  // so sums of role bits over lags are 0 or 1: each neuron's gate 2K·Σ + c·K is exactly K or ≤ -K.
+  auto row = c.computed("wreg", "write_row", kRowBits);
+  if (!row) return row.status();
+  auto enable = c.computed("wreg", "write_enable", kProtoLanes);
+  if (!enable) return enable.status();
+  rec.wreg.row = *row;
+  rec.wreg.enable = *enable;
+  weights::MlpOp op;
+  const Word& cur = rec.data_value;
+  for (int j = 0; j < kRowBits; ++j) {
+    // The row: the current header's (zero format; 0 on DATA tokens) or the live lag's.
+    op.neurons.push_back(gated({Term{rec.row[j], 1}}, -1, kUpOne, (*row)[j]));
+    for (int p = 0; p < 3; ++p) {
+      std::vector<Term> any;  // lo is one-hot at the position where some lane completes
+      for (const Bit& b : lo[p]) any.push_back(Term{b, 1});
+      op.neurons.push_back(gated(any, -1, up_bit(rec.window[p][j]), (*row)[j]));
+    }
+  }
+  for (int l = 0; l < kProtoLanes; ++l) {
+    auto v = c.computed("wreg", "lane" + std::to_string(l), 32);
+    if (!v) return v.status();
+    rec.wreg.value[l] = *v;
+    std::vector<Term> L, H;  // lane l's lo / hi role at the live position
+    for (int p = 0; p < 3; ++p) {
+      if (auto b = lane_bit(lo[p], kWregLoLanes[p], l)) L.push_back(Term{*b, 1});
+      if (auto b = lane_bit(hi[p], kWregHiLanes[p], l)) H.push_back(Term{*b, 1});
+    }
+    auto with = [](std::vector<Term> t, std::initializer_list<Term> more) {
+      t.insert(t.end(), more);
+      return t;
+    };
+    // Write enable: lo, hi, or a zero-format header's lane.
+    std::vector<Term> we = L;
+    we.insert(we.end(), H.begin(), H.end());
+    we.push_back(Term{rec.wreg_zero[l], 1});
+    op.neurons.push_back(gated(we, -1, kUpOne, (*enable)[l]));
+    const std::vector<Term> lo_not_word = with(L, {Term{word2, -1}});             // byte or half
+    const std::vector<Term> lo_word = with(L, {Term{word2, 1}});                  // Σ = 2
+    const std::vector<Term> lo_byte = with(L, {Term{byte1, 1}, Term{byte2, 1}});  // Σ = 2
+    const std::vector<Term> lo_half = with(L, {Term{byte1, -1}, Term{byte2, -1}, Term{word2, -1}});
+    for (int j = 0; j < 32; ++j) {
+      const Bit out = (*v)[j];
+      if (j < 8) op.neurons.push_back(gated(lo_not_word, -1, up_bit(cur[j]), out));              // low byte / half
+      if (!H.empty()) op.neurons.push_back(gated(H, -1, up_bit(cur[j < 8 ? 8 + j : 15]), out));  // high byte
+      op.neurons.push_back(gated(lo_word, -3, up_bit(j < 16 ? d1[j] : cur[j - 16]), out));       // word
+      if (j >= 8) {
+        op.neurons.push_back(gated(lo_byte, -3, up_bit(cur[7]), out));                // byte sign
+        op.neurons.push_back(gated(lo_half, -1, up_bit(cur[j < 16 ? j : 15]), out));  // half
+      }
+    }
+  }
+  QGPU_RETURN_IF_ERROR(c.add_mlp("wreg.write", std::move(op)));
+  return rec;
+}
+
+sdk::Expected<Record> record_of_token(std::int64_t id, std::int64_t base) {
+  const std::string where = "token id " + std::to_string(id);
+  const std::int64_t end = base + vocabulary_rows();
+  if (id < base)
+    return sdk::invalid_argument(where + " is a base-vocabulary (text) token, not a machine record (records start at " +
+                                 std::to_string(base) + ")");
+  if (id >= end)
+    return sdk::invalid_argument(where + " is past the machine's rows (" + std::to_string(base) + " + " +
+                                 std::to_string(vocabulary_rows()) + ", over by " + std::to_string(id - end + 1) + ")");
+  auto rec = token_record(id - base);  // protocol.h: the row's kind and header fields
+  if (!rec) return sdk::invalid_argument(where + ": " + rec.status().message());
+  const Record& r = *rec;
+  if (data_tokens(r) > kMaxDataTokens)
+    return sdk::invalid_argument(where + " is " + kind_text(r) + ", which would need " +
+                                 std::to_string(data_tokens(r)) + " DATA tokens (at most " +
+                                 std::to_string(kMaxDataTokens) + "; a reserved row)");
+  return r;
+}
+
+sdk::Expected<TokenInputs> token_inputs(const Records& rec, std::int64_t id) {
+  auto r = record_of_token(id, rec.base);
+  if (!r) return r.status();
+  TokenInputs v;
+  if (r->kind == RecordKind::kData) {
+    v.emplace_back(rec.data_is, 1);
+    v.emplace_back(rec.data_value, r->data);
+    return v;
+  }
+  for (const HeaderField& f : rec.header_fields) {
+    if (f.kind != r->kind) continue;
+    auto x = f.value(*r);
+    if (!x) return x.status().with_context("token id " + std::to_string(id));
+    v.emplace_back(f.word, *x);
+  }
+  return v;
+}
+
+sdk::Expected<std::vector<std::int64_t>> record_token_ids(const Records& rec, const Record& record) {
+  std::vector<std::int64_t> ids;
+  QGPU_RETURN_IF_ERROR(append_tokens(record, rec.base, ids));
+  return ids;
+}
+
+sdk::Expected<std::vector<TokenInputs>> record_inputs(const Records& rec, const Record& record) {
+  auto ids = record_token_ids(rec, record);
+  if (!ids) return ids.status();
+  std::vector<TokenInputs> out;
+  for (std::int64_t id : *ids) {
+    auto v = token_inputs(rec, id);
+    if (!v) return v.status();
+    out.push_back(std::move(*v));
+  }
+  return out;
+}
+
+}  // namespace qgpu::simt::circuit
