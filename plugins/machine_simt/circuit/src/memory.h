@@ -1,0 +1,116 @@
+// The SIMT machine's global and shared memory: banked Gated DeltaNet RAMs
+// written by WMEM tokens, and one memory instruction (ld, st, atom.*) of a
+// whole warp on an EXEC token, lanes combined in lane order (docs/ISA.md §5).
+//
+// Banks: word w of a space lives in bank w & 3, row w >> 2, so one WMEM token
+// writes up to 4 consecutive words (one per bank). Two layouts:
+//  * kProtocol (docs/PROTOCOL.md §2): 512 words per space, one set of 4 bank
+//    RAMs (128 rows) per space: 32 read heads (4 lanes × 4 banks × 2 spaces),
+//    i.e. two Gated DeltaNet layers.
+//  * kCompact: 256 words per space, both spaces in the same 4 bank RAMs (row =
+//    space·64 + (w >> 2)): 16 read heads, one layer shorter. The machine's
+//    default sizes (126 global + 32 shared words) fit it.
+//
+// The EXEC-token unit. Per lane l and role (value: the earlier active lanes on
+// l's word and l itself; loaded: only the earlier ones) the set S of lanes
+// applied to M[x] in lane order is known only as a pattern of same-word bits
+// e_jl, so every result is a sum of pattern-gated terms over the 2^l patterns:
+//  * add, and, or, xor: an operand z = agg_S (Σ b_j, or the AND/OR/XOR of the
+//    b_j, by the opcode; the identity for S = ∅), then r + z (2 MLPs) or r op z
+//    (folded into the add's first layer);
+//  * st/exch, min/max(u), cas: a one-hot over the candidate words r, b_0..3,
+//    c_0..3 (st/exch: the last lane's b; min/max: the best candidate by
+//    precomputed comparisons; cas: one AND per success/failure path, from
+//    r == b_j and c_i == b_j), then one selector per candidate bit;
+//  * inc: z = |S| through the adder while no lane wraps (r_j + t ≥ b_j for the
+//    lane at position t), else a constant 1..3 (after a wrap the word is small
+//    and the later lanes' wraps are b_j ≤ u);
+//  * dec: z = −|S| through the adder while no lane reloads (r_j == t or
+//    ¬(b_j + t ≥ r_j)), else the candidate b_k − d of the last reload (3
+//    exclusive branches per lane: 0, above b_j, decrement).
+// Schedule (kCompact; kProtocol reads in GDN 2 and 3 and is one layer longer):
+//  MLP 0-1  x = a + imm (bits 2.. are the word; the bank bits are final after
+//           MLP 0, so the read enables follow in MLP 1); opcode classes; b-only
+//           work: pair sums/logic, b–b and c–b comparisons
+//  GDN 2    4 lanes × 4 banks read ports z-gated by (lane active ∧ reading
+//           opcode ∧ bank = x[3:2]): only the addressed bank surfaces
+//  MLP 2    `ld_value` (the word as one field: ld needs 3 layers), e_jl
+//  MLP 3-4  triple/quad aggregates, `writes`, r_j vs b_j (==, beats), z, r + z layer 1
+//  MLP 5    the candidate one-hots
+//  MLP 6    `loaded`, `value`
+// Every neuron is gated by `enable`; the RAMs change only on WMEM tokens.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "isa.h"
+#include "protocol.h"
+#include "qgpu/sdk/status.h"
+#include "qgpu/weights/circuit.h"
+
+namespace qgpu::simt::circuit {
+
+enum class MemoryLayout { kProtocol, kCompact };
+
+// Words per space of a layout: 512 (kProtocol) or 256 (kCompact).
+int memory_words(MemoryLayout layout);
+
+struct MemoryIn {
+  weights::Bit enable;                           // exec.is: the token executes the block's memory instruction
+  weights::Word opcode;                          // kOpCount bits, one-hot (the slot's decoded opcode)
+  weights::Bit shared;                           // flags bit 0
+  weights::Word imm;                             // 32 bits: the address offset
+  std::array<weights::Bit, kProtoLanes> active;  // the lane is in the EXEC mask
+  std::array<weights::Word, kProtoLanes> a;      // 32 bits: address register
+  std::array<weights::Word, kProtoLanes> b;      // 32 bits: store value / atomic operand
+  std::array<weights::Word, kProtoLanes> c;      // 32 bits: atom.cas new value
+  std::string owner = "mem";  // field names: one owner per instance (a block may have 2 memory reads)
+};
+
+struct MemoryLane {
+  weights::Word word;      // word address (x >> 2, wrapped to the space: 9 or 8 bits)
+  weights::Word ld_value;  // M[x] for ld and atomics of an active lane, else 0: after MLP 2 (kProtocol: 3)
+  weights::Word loaded;    // ld: M[x]; atomics: the old value in lane order; else 0
+  weights::Bit writes;     // the last active lane in lane order that writes its word
+  weights::Word value;     // where `writes`: the word's final value; else 0
+};
+
+// The banked RAMs of both spaces and the WMEM token inputs that write them
+// (one set per circuit, shared by every memory unit instance).
+struct MemoryRams {
+  MemoryLayout layout = MemoryLayout::kProtocol;
+  // Embedding inputs of a WMEM token (one token per record, values included).
+  std::array<weights::Word, 4> wmem_row;    // per bank: the RAM row written (7 bits)
+  weights::Word wmem_we;                    // write enable per RAM (8: space·4 + bank; kCompact 4: bank)
+  std::array<weights::Word, 4> wmem_value;  // per bank: the word written
+  std::vector<int> rams;                    // kProtocol: space·4 + bank; kCompact: bank
+};
+
+struct Memory {
+  MemoryRams rams;
+  std::array<MemoryLane, kProtoLanes> lane;
+};
+
+sdk::Expected<MemoryRams> build_memory_rams(weights::Circuit& c, MemoryLayout layout);
+
+// Adds one EXEC-token memory unit over `rams` to `c` (its fields are named
+// in.owner.*). Non-memory opcodes read and write nothing: loaded, writes and
+// value stay 0.
+sdk::Expected<Memory> build_memory(weights::Circuit& c, const MemoryRams& rams, const MemoryIn& in);
+// The RAMs and one unit.
+sdk::Expected<Memory> build_memory(weights::Circuit& c, MemoryLayout layout, const MemoryIn& in);
+
+// Whether the unit computes `op` (ld, st and every atom.*).
+bool memory_circuit_supports(Op op);
+
+// The token inputs of a WMEM record (one token; simplification: the values
+// travel in the token itself, not in DATA tokens). Errors name the field
+// that does not fit.
+sdk::Expected<std::vector<std::pair<weights::Word, std::uint64_t>>> wmem_token_inputs(const MemoryRams& m,
+                                                                                      const Record& record);
+
+}  // namespace qgpu::simt::circuit
