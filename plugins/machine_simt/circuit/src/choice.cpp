@@ -1,0 +1,117 @@
+#include "choice.h"
+
+#include <cmath>
+#include <string>
+
+namespace qgpu::simt::circuit {
+namespace {
+
+using weights::Bit;
+using weights::Word;
+
+void push_field(TokenBits& out, const Word& w, std::uint32_t v) {
+  for (std::size_t i = 0; i < w.size(); ++i) out.bits.emplace_back(w[i], ((v >> i) & 1) != 0);
+}
+
+}  // namespace
+
+bool generated_token_bits(const NextToken& n, std::int64_t offset, TokenBits& out) {
+  out.bits.clear();
+  auto rec = token_record(offset);
+  if (!rec) return false;
+  const Record& r = *rec;
+  switch (r.kind) {
+    case RecordKind::kHalt: out.bits.emplace_back(n.halt, true); return true;
+    case RecordKind::kSync: out.bits.emplace_back(n.sync, true); return true;
+    case RecordKind::kCta:
+      out.bits.emplace_back(n.cta, true);
+      push_field(out, n.cta_index, r.cta);
+      return true;
+    case RecordKind::kExec:
+      out.bits.emplace_back(n.exec, true);
+      push_field(out, n.exec_block, r.block);
+      push_field(out, n.warp, r.warp);
+      push_field(out, n.exec_lanes, r.lanes);
+      return true;
+    case RecordKind::kSched:
+      out.bits.emplace_back(n.sched, true);
+      push_field(out, n.warp, r.warp);
+      push_field(out, n.sched_lanes, r.lanes);
+      push_field(out, n.sched_status, static_cast<std::uint32_t>(r.status));
+      push_field(out, n.sched_block, r.block);
+      return true;
+    case RecordKind::kWreg:
+      if (data_tokens(r) > kMaxDataTokens) return false;  // reserved row
+      out.bits.emplace_back(n.wreg, true);
+      push_field(out, n.warp, r.warp);
+      push_field(out, n.wreg_reg, r.reg);
+      push_field(out, n.wreg_lanes, r.lanes);
+      push_field(out, n.wreg_format, static_cast<std::uint32_t>(r.format));
+      return true;
+    case RecordKind::kWmem:
+      if (data_tokens(r) > kMaxDataTokens) return false;  // reserved row
+      out.bits.emplace_back(n.wmem, true);
+      out.bits.emplace_back(n.wmem_shared, r.shared);
+      push_field(out, n.wmem_word, r.word);
+      push_field(out, n.wmem_count, r.count);
+      push_field(out, n.wmem_format, static_cast<std::uint32_t>(r.format));
+      return true;
+    case RecordKind::kData:
+      out.bits.emplace_back(n.data, true);
+      push_field(out, n.data_value, r.data);
+      return true;
+    default: return false;  // fed by the host only
+  }
+}
+
+sdk::Expected<weights::SparseMatrix> record_unembedding(const NextToken& next, const weights::Allocation& a,
+                                                       double alpha) {
+  int e = 0;
+  if (!(alpha > 0) || std::frexp(alpha, &e) != 0.5)
+    return sdk::invalid_argument("record unembedding: alpha " + std::to_string(alpha) + " is not a power of two");
+  const std::int64_t rows = vocabulary_rows();
+  weights::SparseBuilder m(rows, a.hidden_size);
+  TokenBits tb;
+  for (std::int64_t t = 0; t < rows; ++t) {
+    if (!generated_token_bits(next, t, tb)) {
+      m.add(t, a.const_hi, -alpha * 2 * kChoiceKindWeight / weights::kConstHi);
+      continue;
+    }
+    const auto n = static_cast<double>(tb.bits.size() - 1);  // field bits (the kind bit is first)
+    if (n >= kChoiceKindWeight) return sdk::internal_error("record unembedding: a kind has more field bits than W");
+    const Bit kind = tb.bits[0].first;
+    m.add(t, a.rail(kind), alpha * kChoiceKindWeight);
+    for (std::size_t i = 1; i < tb.bits.size(); ++i) {
+      const auto& [bit, value] = tb.bits[i];
+      m.add(t, a.rail(value ? bit : !bit), alpha);
+    }
+    if (n > 0) m.add(t, a.const_hi, -alpha * n / weights::kConstHi);
+  }
+  return m.build();
+}
+
+sdk::Expected<Choice> choose(std::span<const float> logits) {
+  if (logits.size() != static_cast<std::size_t>(vocabulary_rows()))
+    return sdk::invalid_argument("choose: " + std::to_string(logits.size()) + " logits for " +
+                                 std::to_string(vocabulary_rows()) + " machine rows");
+  Choice c;
+  double second = -INFINITY;
+  for (std::size_t t = 0; t < logits.size(); ++t) {
+    const double v = logits[t];
+    if (std::isnan(v)) return sdk::internal_error("choose: logit of machine row " + std::to_string(t) + " is NaN");
+    if (c.offset < 0 || v > c.logit) {
+      if (c.offset >= 0) second = c.logit;
+      c.offset = static_cast<std::int64_t>(t);
+      c.logit = v;
+    } else if (v > second) {
+      second = v;
+    }
+  }
+  c.margin = c.logit - second;
+  if (!(c.margin > 0))
+    return sdk::internal_error("choose: no single best machine row (rows " + std::to_string(c.offset) +
+                               " and another tie at " + std::to_string(c.logit) + ")");
+  return c;
+}
+
+}  // namespace qgpu::simt::circuit
