@@ -69,13 +69,14 @@ class Qwen35Base final : public sdk::BaseModel {
     sdk::Description d;
     d.properties = {
         {"family", "Qwen3.5 (Gated DeltaNet + gated full attention, SwiGLU, zero-centred RMSNorm)"},
-        {"checkpoint", checkpoint_option_ == "synthetic" ? "synthetic (" + synthetic_dir().string() + ")"
-                                                         : checkpoint_option_},
+        {"checkpoint",
+         checkpoint_option_ == "synthetic" ? "synthetic (" + synthetic_dir().string() + ")" : checkpoint_option_},
     };
     d.capabilities = {
         {"load", true, "config.json (wrapper or text), safetensors (sharded or single), tokenizer.json"},
         {"tokenizer", true, "byte-level BPE, NFC, Qwen3.5 pre-tokenizer, ChatML"},
         {"forward", true, "through the configured tensor backend"},
+        {"forward in pieces", true, "embed, run_layers, final_norm, lm_head (for the merged machine model)"},
     };
     return d;
   }
@@ -98,8 +99,8 @@ class Qwen35Base final : public sdk::BaseModel {
     const TextConfig& text = checkpoint->config().text;
     if (tokenizer->vocab_size() > text.vocab_size) {
       return sdk::invalid_argument("tokenizer.json has " + std::to_string(tokenizer->vocab_size()) +
-                                   " ids but the model only " + std::to_string(text.vocab_size) +
-                                   " embedding rows ('" + dir.string() + "')");
+                                   " ids but the model only " + std::to_string(text.vocab_size) + " embedding rows ('" +
+                                   dir.string() + "')");
     }
 
     // Upload every text tensor straight from the mapping; the backend converts to its dtype.
@@ -139,6 +140,7 @@ class Qwen35Base final : public sdk::BaseModel {
     tokenizer_.emplace(std::move(*tokenizer));
     eos_ = text.eos_token_ids;
     vocab_rows_ = text.vocab_size;
+    hidden_size_ = text.hidden_size;
 
     sdk::ModelInfo info;
     info.checkpoint = dir.string();
@@ -205,12 +207,7 @@ class Qwen35Base final : public sdk::BaseModel {
   sdk::Expected<std::vector<float>> forward(std::span<const std::int64_t> ids) override {
     if (!stack_) return sdk::invalid_argument("forward before load");
     if (ids.empty()) return sdk::invalid_argument("forward needs at least one token");
-    for (std::int64_t id : ids) {
-      if (id < 0 || id >= vocab_rows_) {
-        return sdk::invalid_argument("token id " + std::to_string(id) + " is outside the model's " +
-                                     std::to_string(vocab_rows_) + " embedding rows");
-      }
-    }
+    QGPU_RETURN_IF_ERROR(check_ids(ids));
     auto logits = stack_->forward(ids, /*all_logits=*/false);
     if (!logits) return logits.error();
     std::vector<float> out(static_cast<std::size_t>((*logits)->dim((*logits)->rank() - 1)));
@@ -224,7 +221,54 @@ class Qwen35Base final : public sdk::BaseModel {
     if (stack_) stack_->reset();
   }
 
+  sdk::Expected<sdk::Handle<sdk::Tensor>> embed(std::span<const std::int64_t> ids) override {
+    if (!stack_) return sdk::invalid_argument("embed before load");
+    if (ids.empty()) return sdk::invalid_argument("embed needs at least one token");
+    QGPU_RETURN_IF_ERROR(check_ids(ids));
+    return stack_->embed(ids);
+  }
+
+  sdk::Expected<sdk::Handle<sdk::Tensor>> run_layers(const sdk::Tensor& hidden) override {
+    if (!stack_) return sdk::invalid_argument("run_layers before load");
+    QGPU_RETURN_IF_ERROR(check_rows("run_layers", hidden));
+    return stack_->run_layers(hidden);
+  }
+
+  sdk::Expected<sdk::Handle<sdk::Tensor>> final_norm(const sdk::Tensor& hidden) override {
+    if (!stack_) return sdk::invalid_argument("final_norm before load");
+    QGPU_RETURN_IF_ERROR(check_rows("final_norm", hidden));
+    return stack_->final_norm(hidden);
+  }
+
+  sdk::Expected<sdk::Handle<sdk::Tensor>> lm_head(const sdk::Tensor& normed) override {
+    if (!stack_) return sdk::invalid_argument("lm_head before load");
+    QGPU_RETURN_IF_ERROR(check_rows("lm_head", normed));
+    return stack_->lm_head(normed);
+  }
+
  private:
+  sdk::Status check_ids(std::span<const std::int64_t> ids) const {
+    for (std::int64_t id : ids) {
+      if (id < 0 || id >= vocab_rows_) {
+        return sdk::invalid_argument("token id " + std::to_string(id) + " is outside the model's " +
+                                     std::to_string(vocab_rows_) + " embedding rows");
+      }
+    }
+    return sdk::Status::ok();
+  }
+  // A [T, H] tensor of this model's backend.
+  sdk::Status check_rows(const char* what, const sdk::Tensor& x) const {
+    if (x.owner() != backend_)
+      return sdk::invalid_argument(std::string(what) + ": the tensor is not the load() backend's");
+    if (x.rank() != 2 || x.dim(0) < 1 || x.dim(1) != hidden_size_) {
+      std::string shape;
+      for (std::int32_t i = 0; i < x.rank(); ++i) shape += (i ? ", " : "") + std::to_string(x.dim(i));
+      return sdk::invalid_argument(std::string(what) + ": expected a [T, " + std::to_string(hidden_size_) +
+                                   "] tensor, got [" + shape + "]");
+    }
+    return sdk::Status::ok();
+  }
+
   std::string checkpoint_option_;
   bool enable_thinking_ = false;
   sdk::Logger logger_;
@@ -234,6 +278,7 @@ class Qwen35Base final : public sdk::BaseModel {
   std::optional<Tokenizer> tokenizer_;
   std::vector<std::int64_t> eos_;
   std::int64_t vocab_rows_ = 0;
+  std::int64_t hidden_size_ = 0;
 };
 
 }  // namespace

@@ -158,23 +158,39 @@ SyntheticSpec synthetic_small_spec(std::int64_t num_layers, std::int64_t vocab_s
   return spec;
 }
 
+std::int64_t synthetic_negative_channel(std::int64_t hidden_size, std::uint64_t seed) {
+  if (hidden_size <= 0) return -1;
+  return static_cast<std::int64_t>(tensor_seed(seed, "negative_channel") % static_cast<std::uint64_t>(hidden_size));
+}
+
 std::vector<TensorToWrite> synthetic_tensors(const TextConfig& text, std::uint64_t seed) {
   std::vector<TensorToWrite> out;
+  const std::string embed_name = std::string(kWrapperPrefix) + "embed_tokens.weight";
   for (auto& e : expected_text_tensors(text, kWrapperPrefix)) {
     TensorToWrite t{e.name, e.dtype, e.shape, nullptr};
     const Init init = init_for(e.name);
     const StDType dtype = e.dtype;
     const std::uint64_t s = tensor_seed(seed, e.name);
-    t.fill = [init, dtype, s](std::span<std::byte> bytes) {
+    // The embedding's massive-activation channel: every row -(1/8 + |w|) there
+    // (w the value drawn for it, so the other channels do not change).
+    const std::int64_t cols = e.shape.empty() ? 1 : e.shape.back();
+    const std::int64_t negative = e.name == embed_name ? synthetic_negative_channel(text.hidden_size, seed) : -1;
+    t.fill = [init, dtype, s, cols, negative](std::span<std::byte> bytes) {
       Rng rng(s);
+      std::int64_t index = 0;
+      auto next = [&] {
+        float v = sample(init, rng);
+        if (index++ % cols == negative) v = -(0.125f + std::fabs(v));
+        return v;
+      };
       if (dtype == StDType::kF32) {
         for (std::size_t i = 0; i + 4 <= bytes.size(); i += 4) {
-          const float v = sample(init, rng);
+          const float v = next();
           std::memcpy(bytes.data() + i, &v, 4);
         }
       } else {
         for (std::size_t i = 0; i + 2 <= bytes.size(); i += 2) {
-          const std::uint16_t v = f32_to_bf16(sample(init, rng));
+          const std::uint16_t v = f32_to_bf16(next());
           std::memcpy(bytes.data() + i, &v, 2);  // little-endian host (x86-64, aarch64)
         }
       }

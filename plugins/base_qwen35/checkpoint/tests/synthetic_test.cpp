@@ -3,7 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <string>
 
 #include "qgpu/qwen35/checkpoint.h"
 #include "test_util.h"
@@ -81,10 +83,17 @@ TEST(Synthetic, ValuesScaledLikeARealModel) {
   auto c = Checkpoint::open(dir.path());
   ASSERT_TRUE(c);
   auto values = [&](const std::string& n) { return *to_f32(*c->text_tensor(n)); };
-  for (const char* n : {"embed_tokens.weight", "layers.0.linear_attn.in_proj_qkv.weight",
-                        "layers.3.self_attn.q_proj.weight", "layers.2.mlp.down_proj.weight"}) {
+  for (const char* n : {"layers.0.linear_attn.in_proj_qkv.weight", "layers.3.self_attn.q_proj.weight",
+                        "layers.2.mlp.down_proj.weight"}) {
     EXPECT_NEAR(stddev(values(n)), 0.02, 0.002) << n;
   }
+  // The embedding without its negative channel (below).
+  const std::int64_t h = 64, neg = synthetic_negative_channel(h, 11);
+  std::vector<float> embed;
+  const auto all = values("embed_tokens.weight");
+  for (std::size_t i = 0; i < all.size(); ++i)
+    if (static_cast<std::int64_t>(i) % h != neg) embed.push_back(all[i]);
+  EXPECT_NEAR(stddev(embed), 0.02, 0.002);
   for (float x : values("layers.0.input_layernorm.weight")) EXPECT_LT(std::fabs(x), 0.1f);  // scale 1 + w
   for (float x : values("layers.1.linear_attn.norm.weight")) EXPECT_NEAR(x, 1.0f, 0.1f);    // scale w
   for (float a : values("layers.0.linear_attn.A_log")) {
@@ -96,6 +105,35 @@ TEST(Synthetic, ValuesScaledLikeARealModel) {
     EXPECT_GE(dt, 0.9e-3);
     EXPECT_LE(dt, 0.11);
   }
+}
+
+// Exactly one channel where every embedding row is strictly negative (the
+// merge's mute channel), at the documented place; it moves with the seed.
+TEST(Synthetic, EmbeddingHasOneNegativeChannel) {
+  TempDir dir;
+  const auto spec = synthetic_small_spec(2, 300);
+  for (std::uint64_t seed : {1u, 2u, 5u}) {
+    const auto sub = dir / std::to_string(seed);
+    ASSERT_TRUE(write_synthetic_checkpoint(sub, spec, seed));
+    auto c = Checkpoint::open(sub);
+    ASSERT_TRUE(c);
+    const auto e = *to_f32(*c->text_tensor("embed_tokens.weight"));
+    const std::int64_t h = spec.text.hidden_size, rows = spec.text.vocab_size;
+    ASSERT_EQ(static_cast<std::int64_t>(e.size()), h * rows);
+    std::vector<std::int64_t> negative;
+    float worst = -1;
+    for (std::int64_t ch = 0; ch < h; ++ch) {
+      bool all = true;
+      for (std::int64_t r = 0; r < rows && all; ++r) all = e[static_cast<std::size_t>(r * h + ch)] < 0;
+      if (!all) continue;
+      negative.push_back(ch);
+      for (std::int64_t r = 0; r < rows; ++r) worst = std::max(worst, e[static_cast<std::size_t>(r * h + ch)]);
+    }
+    ASSERT_EQ(negative.size(), 1u) << "seed " << seed;
+    EXPECT_EQ(negative[0], synthetic_negative_channel(h, seed));
+    EXPECT_LE(worst, -0.125f);  // -(1/8 + |w|), rounded to bf16
+  }
+  EXPECT_NE(synthetic_negative_channel(2048, 1), synthetic_negative_channel(2048, 2));
 }
 
 TEST(Synthetic, TwoBShapes) {

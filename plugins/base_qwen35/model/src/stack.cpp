@@ -59,33 +59,56 @@ sdk::Expected<Qwen35Stack> Qwen35Stack::create(sdk::TensorBackend& backend, cons
     lhs = std::move(qgpu_e_).value();     \
   } while (false)
 
-sdk::Expected<sdk::Handle<sdk::Tensor>> Qwen35Stack::forward(std::span<const std::int64_t> ids, bool all_logits,
-                                                             sdk::DeltaRule rule,
-                                                             std::vector<sdk::Handle<sdk::Tensor>>* hidden) {
+sdk::Expected<sdk::Handle<sdk::Tensor>> Qwen35Stack::embed(std::span<const std::int64_t> ids) {
+  return backend_->embed(*embed_, ids);
+}
+
+sdk::Expected<sdk::Handle<sdk::Tensor>> Qwen35Stack::run_layers(const sdk::Tensor& input, sdk::DeltaRule rule,
+                                                                std::vector<sdk::Handle<sdk::Tensor>>* hidden) {
   auto& be = *backend_;
   sdk::Handle<sdk::Tensor> h, x, mixed;
-  QGPU_TRY_ASSIGN(h, be.embed(*embed_, ids));
+  const sdk::Tensor* in = &input;
   for (auto& layer : layers_) {
-    QGPU_TRY_ASSIGN(x, be.rms_norm(*h, *layer.input_norm, config_.rms_norm_eps));
+    QGPU_TRY_ASSIGN(x, be.rms_norm(*in, *layer.input_norm, config_.rms_norm_eps));
     if (layer.linear) {
       QGPU_TRY_ASSIGN(mixed, be.gated_delta_net(*x, layer.delta_net, config_.delta_net, *layer.state, rule));
     } else {
       QGPU_TRY_ASSIGN(mixed, be.gated_attention(*x, layer.attention, config_.attention, *layer.state));
     }
-    QGPU_TRY_ASSIGN(h, be.add(*h, *mixed));
+    QGPU_TRY_ASSIGN(h, be.add(*in, *mixed));
     QGPU_TRY_ASSIGN(x, be.rms_norm(*h, *layer.post_norm, config_.rms_norm_eps));
     QGPU_TRY_ASSIGN(mixed, be.mlp(*x, layer.mlp));
     QGPU_TRY_ASSIGN(h, be.add(*h, *mixed));
+    in = h.get();
     if (hidden != nullptr) {
       sdk::Handle<sdk::Tensor> copy;
       QGPU_TRY_ASSIGN(copy, be.rows(*h, 0, h->dim(0)));
       hidden->push_back(std::move(copy));
     }
   }
-  tokens_ += static_cast<std::int64_t>(ids.size());
+  tokens_ += input.dim(0);
+  if (!h) return be.rows(input, 0, input.dim(0));  // no layers: the input, as a tensor of our own
+  return h;
+}
+
+sdk::Expected<sdk::Handle<sdk::Tensor>> Qwen35Stack::final_norm(const sdk::Tensor& h) {
+  return backend_->rms_norm(h, *final_norm_, config_.rms_norm_eps);
+}
+
+sdk::Expected<sdk::Handle<sdk::Tensor>> Qwen35Stack::lm_head(const sdk::Tensor& normed) {
+  return backend_->linear(normed, *lm_head_);
+}
+
+sdk::Expected<sdk::Handle<sdk::Tensor>> Qwen35Stack::forward(std::span<const std::int64_t> ids, bool all_logits,
+                                                             sdk::DeltaRule rule,
+                                                             std::vector<sdk::Handle<sdk::Tensor>>* hidden) {
+  auto& be = *backend_;
+  sdk::Handle<sdk::Tensor> h, x;
+  QGPU_TRY_ASSIGN(h, embed(ids));
+  QGPU_TRY_ASSIGN(h, run_layers(*h, rule, hidden));
   if (!all_logits) QGPU_TRY_ASSIGN(h, be.rows(*h, h->dim(0) - 1, h->dim(0)));
-  QGPU_TRY_ASSIGN(x, be.rms_norm(*h, *final_norm_, config_.rms_norm_eps));
-  return be.linear(*x, *lm_head_);
+  QGPU_TRY_ASSIGN(x, final_norm(*h));
+  return lm_head(*x);
 }
 
 void Qwen35Stack::reset() {

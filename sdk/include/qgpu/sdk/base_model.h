@@ -29,7 +29,7 @@ struct LayerShapes {
 struct ModelInfo {
   std::string checkpoint;  // the directory it was loaded from
   std::int64_t num_layers = 0;
-  std::int64_t vocab_size = 0;  // embedding rows
+  std::int64_t vocab_size = 0;      // embedding rows
   std::int64_t tokenizer_size = 0;  // ids the tokenizer can produce
   bool tied_embeddings = true;
   std::vector<std::string> layer_types;  // e.g. "linear_attention", "full_attention"
@@ -66,6 +66,23 @@ class QGPU_SDK_API BaseModel : public Plugin {
   virtual Expected<std::vector<float>> forward(std::span<const std::int64_t> ids) = 0;
   // Starts a new sequence.
   virtual void reset() = 0;
+
+  // --- The same forward pass in pieces (after load), for a model that runs
+  // layers of its own on the base's residual stream (the merged machine model,
+  // docs/MACHINE_CIRCUIT.md §6). Tensors are the load() backend's, [T, H] rows in
+  // its compute dtype; the base's weights are used unchanged, so
+  // lm_head(final_norm(rows(run_layers(embed(ids)), T-1, T))) is forward(ids) bit
+  // for bit. Defaults answer "not available".
+  // Embedding rows of `ids` (no scaling); ids outside the embedding are an error.
+  virtual Expected<Handle<Tensor>> embed(std::span<const std::int64_t> ids) {
+    return not_available("the base's embedding rows");
+  }
+  // Every decoder layer on `hidden` [T, H], continuing the sequence (it advances by T tokens).
+  virtual Expected<Handle<Tensor>> run_layers(const Tensor& hidden) { return not_available("the base's layers"); }
+  // The final norm of `hidden` [T, H].
+  virtual Expected<Handle<Tensor>> final_norm(const Tensor& hidden) { return not_available("the base's final norm"); }
+  // Logits [T, vocab_size] of final-normed rows (the lm_head; the embedding when tied).
+  virtual Expected<Handle<Tensor>> lm_head(const Tensor& normed) { return not_available("the base's lm_head"); }
 };
 
 }  // namespace qgpu::sdk

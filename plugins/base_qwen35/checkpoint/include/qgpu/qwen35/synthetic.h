@@ -50,6 +50,14 @@ struct SyntheticResult {
 sdk::Expected<SyntheticResult> write_synthetic_checkpoint(const std::filesystem::path& dir, const SyntheticSpec& spec,
                                                           std::uint64_t seed);
 
+// The embedding's massive-activation channel: real checkpoints have channels
+// where (nearly) every token's embedding shares a sign, and the merged machine
+// model mutes its circuit on text through one (docs/MACHINE_CIRCUIT.md §6). Every
+// synthetic embedding row is strictly negative on this channel, -(1/8 + |w|) with
+// w the N(0, 0.02) value drawn there; the channel is a hash of the seed. Tests of
+// the generator use this; the merge finds the channel by searching.
+std::int64_t synthetic_negative_channel(std::int64_t hidden_size, std::uint64_t seed);
+
 // The tensors alone (names with the model.language_model. prefix), generated lazily.
 std::vector<TensorToWrite> synthetic_tensors(const TextConfig& text, std::uint64_t seed);
 

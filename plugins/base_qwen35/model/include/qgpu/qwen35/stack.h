@@ -40,6 +40,15 @@ class Qwen35Stack {
   sdk::Expected<sdk::Handle<sdk::Tensor>> forward(std::span<const std::int64_t> ids, bool all_logits,
                                                   sdk::DeltaRule rule = sdk::DeltaRule::kAuto,
                                                   std::vector<sdk::Handle<sdk::Tensor>>* hidden = nullptr);
+  // forward() in pieces (the same backend calls in the same order, so the
+  // composition is bit-identical): embedding rows [T, H]; every decoder layer
+  // on a [T, H] residual, continuing the sequence (with `hidden`, each layer's
+  // output is appended); the final norm; the lm_head.
+  sdk::Expected<sdk::Handle<sdk::Tensor>> embed(std::span<const std::int64_t> ids);
+  sdk::Expected<sdk::Handle<sdk::Tensor>> run_layers(const sdk::Tensor& h, sdk::DeltaRule rule = sdk::DeltaRule::kAuto,
+                                                     std::vector<sdk::Handle<sdk::Tensor>>* hidden = nullptr);
+  sdk::Expected<sdk::Handle<sdk::Tensor>> final_norm(const sdk::Tensor& h);
+  sdk::Expected<sdk::Handle<sdk::Tensor>> lm_head(const sdk::Tensor& normed);
   // Forget the sequence (every layer state back to empty).
   void reset();
   std::int64_t tokens() const { return tokens_; }

@@ -1,0 +1,170 @@
+// The merged model (docs/MACHINE_CIRCUIT.md §6): a compiled circuit's layers
+// run in front of a base model's layers on the same residual stream.
+//
+//   ids < base rows  : the base's embedding rows (text)
+//   ids >= base rows : record rows (the circuit's token embeddings)
+//   -> N circuit layers (all linear_attention, dense on the backend)
+//   -> the base's layers, final norm (unchanged, through BaseModel's pieces)
+//   -> logits = [base lm_head rows ; record unembedding rows] (untied)
+//
+// Silence on text: the circuit is compiled with weights::Target::mute_channel,
+// which puts a gain of 2^100 on one residual channel in every MLP gate, beta
+// and z. The merge searches the base's embedding for a channel on which every
+// text row has one strict sign and moves the circuit's mute channel there (a
+// transposition of two residual channels, applied to every circuit weight and
+// record row: exact), flipping the gain's sign for a positive channel. On a
+// text token every circuit switch is then far below zero: every circuit layer
+// adds exactly ±0 and writes no state, so text-only logits equal the base's bit
+// for bit. Record rows must be exactly 0 on the mute channel.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "qgpu/sdk/base_model.h"
+#include "qgpu/sdk/tensor_backend.h"
+#include "qgpu/weights/compile.h"
+
+namespace qgpu::core {
+
+// The result of the mute-channel search over the text rows of an embedding.
+struct ChannelSearch {
+  std::int64_t channel = -1;        // best channel: fewest violating rows, then the largest normalized margin
+  int sign = 0;                     // -1: text rows negative there, +1: positive
+  std::int64_t rows = 0;            // text rows searched, [0, rows)
+  std::int64_t violating = 0;       // rows that are not strictly of that sign on `channel`
+  std::int64_t worst_row = -1;      // the row closest to (or furthest past) zero on `channel`
+  double worst = 0;                 // its value there
+  double worst_normalized = 0;      // sign · value / rms(row): what the circuit's RMSNorm sees (> 0 is good)
+  std::int64_t clean_channels = 0;  // channels with no violating row
+  std::string to_string() const;
+};
+
+// Searches rows [0, rows) of an [rows, H] row-major matrix (f32) for the mute channel.
+ChannelSearch search_mute_channel(std::span<const float> embedding, std::int64_t rows, std::int64_t hidden);
+
+struct MergeInputs {
+  // Compiled with Target::mute_channel at the base's layer shapes (hidden size,
+  // heads, MLP width); every layer is linear_attention.
+  const weights::CompiledCircuit* circuit = nullptr;
+  // [records, H] row-major, in the circuit's channel order (weights::embed rows);
+  // exactly 0 on the circuit's mute channel. Record i is token id base_rows + i.
+  std::vector<float> record_embedding;
+  // [unembedding rows, H] in the circuit's channel order; may be empty (no record logits).
+  std::vector<float> record_unembedding;
+  // Embedding rows that are text (searched for the mute channel); 0: the tokenizer's ids.
+  std::int64_t text_rows = 0;
+  // Text in the conv window: a Gated DeltaNet value channel that reads an earlier
+  // token through the conv1d (weights::Circuit::previous) would carry a text
+  // token's values into a circuit token's state and residual. With this on, the
+  // merge adds the mute gain to every such channel, so an earlier text token
+  // reads as 0 there, as a fresh state does (exact: records are 0 on the mute
+  // channel). The weight compiler does not emit this yet.
+  bool mute_window = true;
+};
+
+struct MergeCost {
+  std::int64_t circuit_layers = 0;
+  std::int64_t records = 0;
+  std::int64_t unembedding_rows = 0;
+  std::int64_t window_channels = 0;  // value channels muted for text in the conv window
+  std::int64_t uploaded_bytes = 0;   // circuit layers + record tables, in the backend's dtype
+  double search_seconds = 0;
+  double upload_seconds = 0;
+};
+
+struct MergedForward {
+  std::int64_t rows = 0;      // logits rows: T, or 1 (the last position)
+  std::int64_t columns = 0;   // base vocab + unembedding rows
+  std::vector<float> logits;  // [rows, columns]
+  // With ForwardOptions::circuit_residual: the residual after the circuit layers,
+  // [T, H] in the merged channel order (circuit_order() maps a row back).
+  std::vector<float> circuit_residual;
+};
+
+struct ForwardOptions {
+  bool all_logits = false;
+  bool circuit_residual = false;
+};
+
+class MergedModel {
+ public:
+  // Finds the mute channel (refusing with the search result when no channel is
+  // clean), permutes and uploads the circuit layers and record tables. `base`
+  // (loaded into `backend`) and `backend` must outlive the merged model; the
+  // merged model drives the base's sequence state (forward/reset).
+  static sdk::Expected<std::unique_ptr<MergedModel>> create(sdk::BaseModel& base, const sdk::ModelInfo& info,
+                                                            sdk::TensorBackend& backend, const MergeInputs& inputs);
+  ~MergedModel();
+
+  std::int64_t base_rows() const { return base_rows_; }  // text ids: [0, base_rows)
+  std::int64_t vocab_rows() const { return base_rows_ + records_; }
+  std::int64_t logit_columns() const { return base_rows_ + unembedding_rows_; }
+  const ChannelSearch& mute() const { return search_; }
+  // The circuit layers as run (with the conv-window mute), in the circuit's channel order:
+  // weights::ReferenceModel over these, fed circuit_order() rows, is the merged circuit's reference.
+  const std::vector<weights::Layer>& circuit_layers() const { return circuit_layers_; }
+  const MergeCost& cost() const { return cost_; }
+  // The merged residual channel that holds circuit channel c (a transposition).
+  std::int64_t merged_channel(std::int64_t c) const;
+  // A residual row in the merged channel order, back in the circuit's (for weights::read_word).
+  std::vector<float> circuit_order(std::span<const float> merged_row) const;
+
+  // Runs `ids` after the tokens already seen (runs of text and of record ids go
+  // through the layers in turn; a run is one backend call per layer).
+  sdk::Expected<MergedForward> forward(std::span<const std::int64_t> ids, const ForwardOptions& options = {});
+  // A new sequence: the base's and every circuit layer's state back to empty.
+  void reset();
+
+ private:
+  struct Layer;
+  MergedModel(sdk::BaseModel& base, sdk::TensorBackend& backend);
+  sdk::Expected<sdk::Handle<sdk::Tensor>> run_circuit(const sdk::Tensor& h);
+
+  sdk::BaseModel* base_;
+  sdk::TensorBackend* backend_;
+  sdk::LayerShapes shapes_;
+  std::int64_t base_rows_ = 0, records_ = 0, unembedding_rows_ = 0;
+  std::int64_t swap_a_ = 0, swap_b_ = 0;  // the transposition of channels
+  ChannelSearch search_;
+  MergeCost cost_;
+  std::vector<sdk::Handle<sdk::Tensor>> tensors_;
+  std::vector<Layer> layers_;
+  std::vector<weights::Layer> circuit_layers_;
+  sdk::Handle<sdk::Tensor> record_table_, record_head_;
+};
+
+// Silence on text, measured: the merged model runs `sequence` (text and record
+// ids) and the base runs the same sequence with the record ids removed, both
+// from a fresh sequence, each run of text ids in one call (all logits; the
+// merged model calls its layers once per run of text or record ids, so the two
+// see the same batch shapes). At every text position
+// the next-token distributions over the base's rows (record columns masked, as
+// the text-mode sampler masks them) are compared: KL(base ‖ merged) in double.
+// Text positions before the first record id see the same tokens in both, so
+// their KL is exactly 0 when the circuit is silent; after it, the base's layers
+// have also seen the circuit tokens in the merged model.
+struct SilenceReport {
+  std::int64_t tokens = 0, records = 0;  // of the merged sequence
+  std::int64_t before = 0, after = 0;    // text positions before / after the first record id
+  std::int64_t before_identical = 0;     // of `before`: logit rows equal bit for bit over the base's rows
+  std::int64_t after_identical = 0;
+  double kl_before_max = 0;
+  double kl_after_mean = 0, kl_after_max = 0;
+  std::int64_t kl_after_max_at = -1;  // position in the merged sequence
+  std::vector<double> kl;             // per text position, in order
+  // Probability of the record columns at text positions without the mask (the largest).
+  double record_mass_max = 0;
+  double merged_seconds = 0, base_seconds = 0;
+};
+sdk::Expected<SilenceReport> measure_silence(MergedModel& merged, sdk::BaseModel& base, sdk::TensorBackend& backend,
+                                             std::span<const std::int64_t> sequence,
+                                             MergedForward* merged_out = nullptr, bool circuit_residual = false);
+
+// KL(p ‖ q) of the softmax distributions of two logit rows over columns [0, n), in double.
+double kl_divergence(std::span<const float> p_logits, std::span<const float> q_logits, std::int64_t n);
+
+}  // namespace qgpu::core

@@ -1,0 +1,555 @@
+// The merged model: circuit layers in front of the base's (docs/MACHINE_CIRCUIT.md §6).
+#include "qgpu/core/merged_model.h"
+
+#include <algorithm>
+#include <bit>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <map>
+#include <utility>
+
+#include "qgpu/weights/model.h"
+
+namespace qgpu::core {
+namespace {
+
+#define QGPU_MERGE_ASSIGN(lhs, expr)      \
+  do {                                    \
+    auto qgpu_e_ = (expr);                \
+    if (!qgpu_e_) return qgpu_e_.error(); \
+    lhs = std::move(qgpu_e_).value();     \
+  } while (false)
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+sdk::TensorView view_of(void* data, sdk::DType dtype, std::span<const std::int64_t> shape) {
+  sdk::TensorView v;
+  v.data = data;
+  v.dtype = dtype;
+  v.rank = static_cast<std::int32_t>(shape.size());
+  std::copy(shape.begin(), shape.end(), v.shape);
+  return v;
+}
+
+std::string num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+// The transposition (a b) of channel indices.
+struct Swap {
+  std::int64_t a = 0, b = 0;
+  std::int64_t operator()(std::int64_t c) const { return c == a ? b : c == b ? a : c; }
+};
+
+// Columns permuted by `swap`, column `flip` (after the swap) times `sign`.
+weights::SparseMatrix permute_columns(const weights::SparseMatrix& m, Swap swap, std::int64_t flip, int sign) {
+  weights::SparseBuilder out(m.rows, m.cols);
+  for (std::int64_t r = 0; r < m.rows; ++r)
+    for (std::int64_t k = m.row_ptr[r]; k < m.row_ptr[r + 1]; ++k) {
+      const std::int64_t c = swap(m.col[static_cast<std::size_t>(k)]);
+      out.add(r, c, m.val[static_cast<std::size_t>(k)] * (c == flip ? sign : 1));
+    }
+  return out.build();
+}
+
+weights::SparseMatrix permute_rows(const weights::SparseMatrix& m, Swap swap) {
+  weights::SparseBuilder out(m.rows, m.cols);
+  for (std::int64_t r = 0; r < m.rows; ++r)
+    for (std::int64_t k = m.row_ptr[r]; k < m.row_ptr[r + 1]; ++k)
+      out.add(swap(r), m.col[static_cast<std::size_t>(k)], m.val[static_cast<std::size_t>(k)]);
+  return out.build();
+}
+
+// Value channels of `qkv` that read an earlier token through the conv1d get
+// `gain` on `mute`: on a text token the projection is far below zero, so what
+// an earlier text token leaves in the window is silu(-huge) = -0.
+weights::SparseMatrix mute_window_channels(const weights::SparseMatrix& qkv, const std::vector<double>& conv,
+                                           const sdk::LayerShapes& s, int mute, double gain, std::int64_t& count) {
+  const std::int64_t kq = s.linear_num_key_heads * s.linear_key_head_dim, k = s.linear_conv_kernel;
+  weights::SparseBuilder out(qkv.rows, qkv.cols);
+  for (std::int64_t r = 0; r < qkv.rows; ++r) {
+    for (std::int64_t j = qkv.row_ptr[r]; j < qkv.row_ptr[r + 1]; ++j)
+      out.add(r, qkv.col[static_cast<std::size_t>(j)], qkv.val[static_cast<std::size_t>(j)]);
+    if (r < 2 * kq || qkv.row_ptr[r] == qkv.row_ptr[r + 1]) continue;
+    bool earlier = false;
+    for (std::int64_t t = 0; t + 1 < k; ++t) earlier = earlier || conv[static_cast<std::size_t>(r * k + t)] != 0;
+    if (!earlier) continue;
+    out.add(r, mute, gain);
+    ++count;
+  }
+  return out.build();
+}
+
+weights::DType weights_dtype(sdk::DType dtype) {
+  return dtype == sdk::DType::kBF16 ? weights::DType::kBF16 : weights::DType::kF32;
+}
+
+}  // namespace
+
+struct MergedModel::Layer {
+  const sdk::Tensor* input_norm = nullptr;
+  const sdk::Tensor* post_norm = nullptr;
+  sdk::DeltaNetWeights gdn;
+  sdk::MlpWeights mlp;
+  sdk::Handle<sdk::LayerState> state;
+};
+
+MergedModel::MergedModel(sdk::BaseModel& base, sdk::TensorBackend& backend) : base_(&base), backend_(&backend) {}
+MergedModel::~MergedModel() = default;
+
+std::string ChannelSearch::to_string() const {
+  if (channel < 0) return "no channel searched (" + std::to_string(rows) + " rows)";
+  return "channel " + std::to_string(channel) + " (" + (sign < 0 ? "negative" : "positive") +
+         " on text): " + std::to_string(violating) + " of " + std::to_string(rows) +
+         " text rows violate it; worst row " + std::to_string(worst_row) + " = " + num(worst) + " (" +
+         num(worst_normalized) + " after RMSNorm); " + std::to_string(clean_channels) + " clean channel(s)";
+}
+
+ChannelSearch search_mute_channel(std::span<const float> embedding, std::int64_t rows, std::int64_t hidden) {
+  ChannelSearch s;
+  s.rows = rows;
+  if (rows <= 0 || hidden <= 0 || static_cast<std::int64_t>(embedding.size()) < rows * hidden) return s;
+  // Per channel and sign: rows not strictly of that sign, and the worst sign·x/rms(row).
+  std::vector<std::int64_t> bad[2];
+  std::vector<double> worst[2];
+  std::vector<std::int64_t> worst_row[2];
+  for (int k = 0; k < 2; ++k) {
+    bad[k].assign(static_cast<std::size_t>(hidden), 0);
+    worst[k].assign(static_cast<std::size_t>(hidden), std::numeric_limits<double>::infinity());
+    worst_row[k].assign(static_cast<std::size_t>(hidden), -1);
+  }
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* x = embedding.data() + r * hidden;
+    double sq = 0;
+    for (std::int64_t c = 0; c < hidden; ++c) sq += static_cast<double>(x[c]) * x[c];
+    const double rms = std::sqrt(sq / static_cast<double>(hidden));
+    for (std::int64_t c = 0; c < hidden; ++c) {
+      const auto i = static_cast<std::size_t>(c);
+      for (int k = 0; k < 2; ++k) {
+        const double signed_value = (k == 0 ? -1.0 : 1.0) * x[c];  // k = 0: negative channel
+        if (!(signed_value > 0)) ++bad[k][i];
+        const double normalized = rms > 0 ? signed_value / rms : 0;
+        if (normalized < worst[k][i]) {
+          worst[k][i] = normalized;
+          worst_row[k][i] = r;
+        }
+      }
+    }
+  }
+  int best_k = 0;
+  std::int64_t best_c = -1;
+  for (std::int64_t c = 0; c < hidden; ++c)
+    for (int k = 0; k < 2; ++k) {
+      const auto i = static_cast<std::size_t>(c);
+      if (bad[k][i] == 0) ++s.clean_channels;
+      if (best_c < 0) {
+        best_c = c, best_k = k;
+        continue;
+      }
+      const auto b = static_cast<std::size_t>(best_c);
+      if (bad[k][i] < bad[best_k][b] || (bad[k][i] == bad[best_k][b] && worst[k][i] > worst[best_k][b]))
+        best_c = c, best_k = k;
+    }
+  const auto b = static_cast<std::size_t>(best_c);
+  s.channel = best_c;
+  s.sign = best_k == 0 ? -1 : 1;
+  s.violating = bad[best_k][b];
+  s.worst_row = worst_row[best_k][b];
+  s.worst = embedding[static_cast<std::size_t>(s.worst_row * hidden + best_c)];
+  s.worst_normalized = worst[best_k][b];
+  return s;
+}
+
+std::int64_t MergedModel::merged_channel(std::int64_t c) const {
+  return Swap{swap_a_, swap_b_}(c);
+}
+
+std::vector<float> MergedModel::circuit_order(std::span<const float> merged_row) const {
+  std::vector<float> out(merged_row.begin(), merged_row.end());
+  if (swap_a_ < static_cast<std::int64_t>(out.size()) && swap_b_ < static_cast<std::int64_t>(out.size()))
+    std::swap(out[static_cast<std::size_t>(swap_a_)], out[static_cast<std::size_t>(swap_b_)]);
+  return out;
+}
+
+sdk::Expected<std::unique_ptr<MergedModel>> MergedModel::create(sdk::BaseModel& base, const sdk::ModelInfo& info,
+                                                                sdk::TensorBackend& backend, const MergeInputs& in) {
+  if (in.circuit == nullptr) return sdk::invalid_argument("merge: no compiled circuit given");
+  const weights::CompiledCircuit& cc = *in.circuit;
+  const sdk::LayerShapes& cs = cc.target.shapes;
+  const sdk::LayerShapes& bs = info.shapes;
+  const std::int64_t H = bs.hidden_size;
+  auto differs = [](const char* what, std::int64_t circuit, std::int64_t base_value) {
+    return sdk::invalid_argument(std::string("merge: the circuit was compiled for ") + what + " " +
+                                 std::to_string(circuit) + ", the base has " + std::to_string(base_value));
+  };
+  if (cs.hidden_size != H) return differs("hidden size", cs.hidden_size, H);
+  if (cs.intermediate_size != bs.intermediate_size)
+    return differs("MLP width", cs.intermediate_size, bs.intermediate_size);
+  if (cs.linear_num_key_heads != bs.linear_num_key_heads)
+    return differs("key heads", cs.linear_num_key_heads, bs.linear_num_key_heads);
+  if (cs.linear_num_value_heads != bs.linear_num_value_heads)
+    return differs("value heads", cs.linear_num_value_heads, bs.linear_num_value_heads);
+  if (cs.linear_key_head_dim != bs.linear_key_head_dim)
+    return differs("key head dim", cs.linear_key_head_dim, bs.linear_key_head_dim);
+  if (cs.linear_value_head_dim != bs.linear_value_head_dim)
+    return differs("value head dim", cs.linear_value_head_dim, bs.linear_value_head_dim);
+  if (cs.linear_conv_kernel != bs.linear_conv_kernel)
+    return differs("conv kernel", cs.linear_conv_kernel, bs.linear_conv_kernel);
+  const int mute = cc.allocation.mute;
+  if (mute < 0)
+    return sdk::invalid_argument(
+        "merge: the circuit was compiled without a mute channel (set weights::Target::mute_channel)");
+  const auto numel = [H](const std::vector<float>& m) { return static_cast<std::int64_t>(m.size()); };
+  if (numel(in.record_embedding) % H != 0 || numel(in.record_unembedding) % H != 0)
+    return sdk::invalid_argument("merge: record tables must hold whole rows of " + std::to_string(H) + " values (got " +
+                                 std::to_string(in.record_embedding.size()) + " and " +
+                                 std::to_string(in.record_unembedding.size()) + ")");
+  const std::int64_t records = numel(in.record_embedding) / H;
+  for (std::int64_t r = 0; r < records; ++r) {
+    const float v = in.record_embedding[static_cast<std::size_t>(r * H + mute)];
+    if (v != 0)
+      return sdk::invalid_argument("merge: record row " + std::to_string(r) + " is " + num(v) +
+                                   " on the circuit's mute channel " + std::to_string(mute) + " (must be exactly 0)");
+  }
+
+  std::unique_ptr<MergedModel> m(new MergedModel(base, backend));
+  m->shapes_ = bs;
+  m->base_rows_ = info.vocab_size;
+  m->records_ = records;
+  m->unembedding_rows_ = numel(in.record_unembedding) / H;
+  m->cost_.circuit_layers = static_cast<std::int64_t>(cc.layers.size());
+  m->cost_.records = records;
+  m->cost_.unembedding_rows = m->unembedding_rows_;
+
+  // 1. The mute channel: the base's text rows, read through its own embedding in chunks.
+  auto start = Clock::now();
+  const std::int64_t text_rows =
+      in.text_rows > 0 ? in.text_rows : (info.tokenizer_size > 0 ? info.tokenizer_size : info.vocab_size);
+  if (text_rows > info.vocab_size)
+    return sdk::invalid_argument("merge: " + std::to_string(text_rows) + " text rows, the base has " +
+                                 std::to_string(info.vocab_size) + " embedding rows");
+  std::vector<float> table(static_cast<std::size_t>(text_rows * H));
+  constexpr std::int64_t kChunk = 4096;
+  for (std::int64_t r0 = 0; r0 < text_rows; r0 += kChunk) {
+    const std::int64_t n = std::min(kChunk, text_rows - r0);
+    std::vector<std::int64_t> ids(static_cast<std::size_t>(n));
+    for (std::int64_t i = 0; i < n; ++i) ids[static_cast<std::size_t>(i)] = r0 + i;
+    sdk::Handle<sdk::Tensor> rows;
+    QGPU_MERGE_ASSIGN(rows, base.embed(ids));
+    const std::int64_t shape[2] = {n, H};
+    QGPU_RETURN_IF_ERROR(backend.download(*rows, view_of(table.data() + r0 * H, sdk::DType::kF32, shape)));
+  }
+  m->search_ = search_mute_channel(table, text_rows, H);
+  table = {};
+  m->cost_.search_seconds = seconds_since(start);
+  if (m->search_.channel < 0 || m->search_.violating > 0)
+    return sdk::invalid_argument("merge: no embedding channel has one strict sign on every text row; best: " +
+                                 m->search_.to_string());
+  const Swap swap{mute, m->search_.channel};
+  m->swap_a_ = swap.a;
+  m->swap_b_ = swap.b;
+  // The gain must push text below zero: + on a negative channel, - on a positive one.
+  const int sign = m->search_.sign < 0 ? 1 : -1;
+  const std::int64_t flip = m->search_.channel;
+
+  // 2. Circuit layers: permuted sparse weights, exported dense in the backend's dtype, uploaded.
+  start = Clock::now();
+  const sdk::DType dt = backend.dtype();
+  const weights::DType wdt = weights_dtype(dt);
+  auto upload = [&](void* data, sdk::DType dtype,
+                    std::span<const std::int64_t> shape) -> sdk::Expected<const sdk::Tensor*> {
+    sdk::Handle<sdk::Tensor> t;
+    QGPU_MERGE_ASSIGN(t, backend.upload(view_of(data, dtype, shape)));
+    std::int64_t n = 1;
+    for (std::int64_t d : shape) n *= d;
+    m->cost_.uploaded_bytes += n * static_cast<std::int64_t>(sdk::dtype_size(backend.dtype()));
+    m->tensors_.push_back(std::move(t));
+    return m->tensors_.back().get();
+  };
+  for (std::size_t i = 0; i < cc.layers.size(); ++i) {
+    weights::Layer l = cc.layers[i];
+    weights::GdnLayer& g = l.gdn;
+    if (in.mute_window)
+      g.in_proj_qkv =
+          mute_window_channels(g.in_proj_qkv, g.conv1d, bs, mute, cc.target.mute_gain, m->cost_.window_channels);
+    m->circuit_layers_.push_back(l);
+    g.in_proj_qkv = permute_columns(g.in_proj_qkv, swap, flip, sign);
+    g.in_proj_z = permute_columns(g.in_proj_z, swap, flip, sign);
+    g.in_proj_b = permute_columns(g.in_proj_b, swap, flip, sign);
+    g.in_proj_a = permute_columns(g.in_proj_a, swap, flip, sign);
+    g.out_proj = permute_rows(g.out_proj, swap);
+    l.mlp.gate = permute_columns(l.mlp.gate, swap, flip, sign);
+    l.mlp.up = permute_columns(l.mlp.up, swap, flip, sign);
+    l.mlp.down = permute_rows(l.mlp.down, swap);
+    std::map<std::string, const sdk::Tensor*> by_name;
+    const auto index = static_cast<std::int64_t>(i);
+    for (weights::DenseTensor& t : weights::export_layer(l, bs, index, wdt)) {
+      void* data = wdt == weights::DType::kF32 ? static_cast<void*>(t.f32.data()) : static_cast<void*>(t.bf16.data());
+      const sdk::Tensor* up = nullptr;
+      QGPU_MERGE_ASSIGN(up, upload(data, dt, t.shape));
+      by_name[t.name] = up;
+    }
+    auto get = [&](const std::string& suffix) -> const sdk::Tensor* {
+      auto it = by_name.find(weights::layer_tensor_name(index, suffix));
+      return it == by_name.end() ? nullptr : it->second;
+    };
+    Layer layer;
+    layer.input_norm = get("input_layernorm.weight");
+    layer.post_norm = get("post_attention_layernorm.weight");
+    layer.gdn = {get("linear_attn.in_proj_qkv.weight"),
+                 get("linear_attn.in_proj_z.weight"),
+                 get("linear_attn.in_proj_b.weight"),
+                 get("linear_attn.in_proj_a.weight"),
+                 get("linear_attn.conv1d.weight"),
+                 get("linear_attn.dt_bias"),
+                 get("linear_attn.A_log"),
+                 get("linear_attn.norm.weight"),
+                 get("linear_attn.out_proj.weight")};
+    layer.mlp = {get("mlp.gate_proj.weight"), get("mlp.up_proj.weight"), get("mlp.down_proj.weight")};
+    for (const sdk::Tensor* t : {layer.input_norm, layer.post_norm, layer.gdn.in_proj_qkv, layer.gdn.out_proj,
+                                 layer.mlp.gate_proj, layer.mlp.down_proj})
+      if (t == nullptr)
+        return sdk::internal_error("merge: weights::export_layer gave an incomplete layer " + std::to_string(i));
+    QGPU_MERGE_ASSIGN(layer.state, backend.create_state());
+    m->layers_.push_back(std::move(layer));
+  }
+
+  // 3. Record tables in the merged channel order.
+  auto permuted_rows = [&](const std::vector<float>& src) {
+    std::vector<float> out(src.size());
+    for (std::size_t r = 0; r * static_cast<std::size_t>(H) < src.size(); ++r)
+      for (std::int64_t c = 0; c < H; ++c)
+        out[r * static_cast<std::size_t>(H) + static_cast<std::size_t>(swap(c))] =
+            src[r * static_cast<std::size_t>(H) + static_cast<std::size_t>(c)];
+    return out;
+  };
+  if (records > 0) {
+    std::vector<float> rows = permuted_rows(in.record_embedding);
+    const std::int64_t shape[2] = {records, H};
+    QGPU_MERGE_ASSIGN(m->record_table_, backend.upload(view_of(rows.data(), sdk::DType::kF32, shape)));
+    m->cost_.uploaded_bytes += records * H * static_cast<std::int64_t>(sdk::dtype_size(dt));
+  }
+  if (m->unembedding_rows_ > 0) {
+    std::vector<float> rows = permuted_rows(in.record_unembedding);
+    const std::int64_t shape[2] = {m->unembedding_rows_, H};
+    QGPU_MERGE_ASSIGN(m->record_head_, backend.upload(view_of(rows.data(), sdk::DType::kF32, shape)));
+    m->cost_.uploaded_bytes += m->unembedding_rows_ * H * static_cast<std::int64_t>(sdk::dtype_size(dt));
+  }
+  m->cost_.upload_seconds = seconds_since(start);
+  return m;
+}
+
+sdk::Expected<sdk::Handle<sdk::Tensor>> MergedModel::run_circuit(const sdk::Tensor& input) {
+  auto& be = *backend_;
+  const double eps = shapes_.rms_norm_eps;
+  const sdk::DeltaNetShape shape{shapes_.linear_num_key_heads, shapes_.linear_num_value_heads,
+                                 shapes_.linear_key_head_dim,  shapes_.linear_value_head_dim,
+                                 shapes_.linear_conv_kernel,   eps};
+  sdk::Handle<sdk::Tensor> h, x, mixed;
+  QGPU_MERGE_ASSIGN(h, be.rows(input, 0, input.dim(0)));
+  for (Layer& l : layers_) {
+    QGPU_MERGE_ASSIGN(x, be.rms_norm(*h, *l.input_norm, eps));
+    // The circuit is exact under the token-by-token recurrence (backend.Circuits.*), so every run uses it.
+    QGPU_MERGE_ASSIGN(mixed, be.gated_delta_net(*x, l.gdn, shape, *l.state, sdk::DeltaRule::kRecurrent));
+    QGPU_MERGE_ASSIGN(h, be.add(*h, *mixed));
+    QGPU_MERGE_ASSIGN(x, be.rms_norm(*h, *l.post_norm, eps));
+    QGPU_MERGE_ASSIGN(mixed, be.mlp(*x, l.mlp));
+    QGPU_MERGE_ASSIGN(h, be.add(*h, *mixed));
+  }
+  return h;
+}
+
+sdk::Expected<MergedForward> MergedModel::forward(std::span<const std::int64_t> ids, const ForwardOptions& options) {
+  if (ids.empty()) return sdk::invalid_argument("merged forward needs at least one token");
+  for (std::int64_t id : ids)
+    if (id < 0 || id >= vocab_rows())
+      return sdk::invalid_argument("token id " + std::to_string(id) + " is outside the merged model's " +
+                                   std::to_string(vocab_rows()) + " rows (" + std::to_string(base_rows_) + " base + " +
+                                   std::to_string(records_) + " records)");
+  auto& be = *backend_;
+  const std::int64_t H = shapes_.hidden_size, T = static_cast<std::int64_t>(ids.size());
+  MergedForward out;
+  out.columns = logit_columns();
+  out.rows = options.all_logits ? T : 1;
+  out.logits.assign(static_cast<std::size_t>(out.rows * out.columns), 0.0f);
+  if (options.circuit_residual) out.circuit_residual.assign(static_cast<std::size_t>(T * H), 0.0f);
+  // Runs of text ids and of record ids, each through every layer in one call.
+  std::int64_t begin = 0;
+  while (begin < T) {
+    const bool text = ids[static_cast<std::size_t>(begin)] < base_rows_;
+    std::int64_t end = begin + 1;
+    while (end < T && (ids[static_cast<std::size_t>(end)] < base_rows_) == text) ++end;
+    const std::int64_t n = end - begin;
+    sdk::Handle<sdk::Tensor> h, x, logits;
+    const auto run = ids.subspan(static_cast<std::size_t>(begin), static_cast<std::size_t>(n));
+    if (text) {
+      QGPU_MERGE_ASSIGN(h, base_->embed(run));
+    } else {
+      std::vector<std::int64_t> local(run.begin(), run.end());
+      for (std::int64_t& id : local) id -= base_rows_;
+      QGPU_MERGE_ASSIGN(h, be.embed(*record_table_, local));
+    }
+    QGPU_MERGE_ASSIGN(h, run_circuit(*h));
+    if (options.circuit_residual) {
+      const std::int64_t shape[2] = {n, H};
+      QGPU_RETURN_IF_ERROR(be.download(*h, view_of(out.circuit_residual.data() + begin * H, sdk::DType::kF32, shape)));
+    }
+    QGPU_MERGE_ASSIGN(h, base_->run_layers(*h));
+    const bool last = end == T;
+    if (options.all_logits || last) {
+      if (!options.all_logits) QGPU_MERGE_ASSIGN(h, be.rows(*h, n - 1, n));
+      const std::int64_t r = h->dim(0);
+      const std::int64_t row0 = options.all_logits ? begin : 0;
+      QGPU_MERGE_ASSIGN(x, base_->final_norm(*h));
+      QGPU_MERGE_ASSIGN(logits, base_->lm_head(*x));
+      // Base columns, then the record columns, into the [rows, columns] output.
+      std::vector<float> part(static_cast<std::size_t>(r * base_rows_));
+      const std::int64_t base_shape[2] = {r, base_rows_};
+      QGPU_RETURN_IF_ERROR(be.download(*logits, view_of(part.data(), sdk::DType::kF32, base_shape)));
+      for (std::int64_t i = 0; i < r; ++i)
+        std::copy_n(part.begin() + i * base_rows_, base_rows_, out.logits.begin() + (row0 + i) * out.columns);
+      if (unembedding_rows_ > 0) {
+        QGPU_MERGE_ASSIGN(logits, be.linear(*x, *record_head_));
+        part.assign(static_cast<std::size_t>(r * unembedding_rows_), 0.0f);
+        const std::int64_t rec_shape[2] = {r, unembedding_rows_};
+        QGPU_RETURN_IF_ERROR(be.download(*logits, view_of(part.data(), sdk::DType::kF32, rec_shape)));
+        for (std::int64_t i = 0; i < r; ++i)
+          std::copy_n(part.begin() + i * unembedding_rows_, unembedding_rows_,
+                      out.logits.begin() + (row0 + i) * out.columns + base_rows_);
+      }
+    }
+    begin = end;
+  }
+  return out;
+}
+
+void MergedModel::reset() {
+  base_->reset();
+  for (Layer& l : layers_) l.state->reset();
+}
+
+double kl_divergence(std::span<const float> p_logits, std::span<const float> q_logits, std::int64_t n) {
+  auto log_softmax = [n](std::span<const float> z) {
+    double mx = -std::numeric_limits<double>::infinity();
+    for (std::int64_t i = 0; i < n; ++i) mx = std::max(mx, static_cast<double>(z[static_cast<std::size_t>(i)]));
+    double s = 0;
+    for (std::int64_t i = 0; i < n; ++i) s += std::exp(static_cast<double>(z[static_cast<std::size_t>(i)]) - mx);
+    std::vector<double> out(static_cast<std::size_t>(n));
+    for (std::int64_t i = 0; i < n; ++i)
+      out[static_cast<std::size_t>(i)] = static_cast<double>(z[static_cast<std::size_t>(i)]) - mx - std::log(s);
+    return out;
+  };
+  const std::vector<double> lp = log_softmax(p_logits), lq = log_softmax(q_logits);
+  double kl = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const auto k = static_cast<std::size_t>(i);
+    if (lp[k] == lq[k]) continue;  // exactly 0 where the logits agree (also for p = 0)
+    kl += std::exp(lp[k]) * (lp[k] - lq[k]);
+  }
+  return kl;
+}
+
+sdk::Expected<SilenceReport> measure_silence(MergedModel& merged, sdk::BaseModel& base, sdk::TensorBackend& backend,
+                                             std::span<const std::int64_t> sequence, MergedForward* merged_out,
+                                             bool circuit_residual) {
+  const std::int64_t V = merged.base_rows(), C = merged.logit_columns();
+  std::vector<std::int64_t> text;
+  for (std::int64_t id : sequence)
+    if (id < V) text.push_back(id);
+  if (text.empty()) return sdk::invalid_argument("measure_silence: the sequence has no text tokens");
+  SilenceReport rep;
+  rep.tokens = static_cast<std::int64_t>(sequence.size());
+  rep.records = rep.tokens - static_cast<std::int64_t>(text.size());
+
+  auto start = Clock::now();
+  merged.reset();
+  ForwardOptions options;
+  options.all_logits = true;
+  options.circuit_residual = circuit_residual;
+  MergedForward m;
+  QGPU_MERGE_ASSIGN(m, merged.forward(sequence, options));
+  rep.merged_seconds = seconds_since(start);
+
+  // The base runs each text run of the sequence in one call, as the merged model
+  // does (same shapes, so the same rounding where nothing else differs).
+  start = Clock::now();
+  base.reset();
+  const auto T = static_cast<std::int64_t>(text.size());
+  std::vector<float> b(static_cast<std::size_t>(T * V));
+  std::int64_t done = 0;
+  for (std::size_t i = 0; i < sequence.size();) {
+    if (sequence[i] >= V) {
+      ++i;
+      continue;
+    }
+    std::size_t end = i;
+    while (end < sequence.size() && sequence[end] < V) ++end;
+    const auto n = static_cast<std::int64_t>(end - i);
+    sdk::Handle<sdk::Tensor> h;
+    QGPU_MERGE_ASSIGN(h, base.embed(sequence.subspan(i, end - i)));
+    QGPU_MERGE_ASSIGN(h, base.run_layers(*h));
+    QGPU_MERGE_ASSIGN(h, base.final_norm(*h));
+    QGPU_MERGE_ASSIGN(h, base.lm_head(*h));
+    const std::int64_t shape[2] = {n, V};
+    QGPU_RETURN_IF_ERROR(backend.download(*h, view_of(b.data() + done * V, sdk::DType::kF32, shape)));
+    done += n;
+    i = end;
+  }
+  base.reset();
+  rep.base_seconds = seconds_since(start);
+
+  bool seen_record = false;
+  std::int64_t k = 0;
+  double after_sum = 0;
+  for (std::int64_t i = 0; i < rep.tokens; ++i) {
+    if (sequence[static_cast<std::size_t>(i)] >= V) {
+      seen_record = true;
+      continue;
+    }
+    const std::span<const float> mrow(m.logits.data() + i * C, static_cast<std::size_t>(C));
+    const std::span<const float> brow(b.data() + k * V, static_cast<std::size_t>(V));
+    ++k;
+    const double kl = kl_divergence(brow, mrow, V);
+    const bool identical = std::equal(brow.begin(), brow.end(), mrow.begin(), [](float x, float y) {
+      return std::bit_cast<std::uint32_t>(x) == std::bit_cast<std::uint32_t>(y);
+    });
+    rep.kl.push_back(kl);
+    if (!seen_record) {
+      ++rep.before;
+      rep.before_identical += identical;
+      rep.kl_before_max = std::max(rep.kl_before_max, kl);
+    } else {
+      ++rep.after;
+      rep.after_identical += identical;
+      after_sum += kl;
+      if (rep.kl_after_max_at < 0 || kl > rep.kl_after_max) {
+        rep.kl_after_max = kl;
+        rep.kl_after_max_at = i;
+      }
+    }
+    if (C > V) {  // record mass without the text-mode mask
+      double mx = -std::numeric_limits<double>::infinity();
+      for (float z : mrow) mx = std::max(mx, static_cast<double>(z));
+      double all = 0, rec = 0;
+      for (std::int64_t j = 0; j < C; ++j) {
+        const double e = std::exp(static_cast<double>(mrow[static_cast<std::size_t>(j)]) - mx);
+        all += e;
+        if (j >= V) rec += e;
+      }
+      rep.record_mass_max = std::max(rep.record_mass_max, rec / all);
+    }
+  }
+  rep.kl_after_mean = rep.after > 0 ? after_sum / static_cast<double>(rep.after) : 0;
+  if (merged_out != nullptr) *merged_out = std::move(m);
+  return rep;
+}
+
+}  // namespace qgpu::core
