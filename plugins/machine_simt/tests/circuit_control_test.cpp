@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <limits>
+#include <map>
 #include <memory>
 #include <random>
 
@@ -31,34 +32,52 @@ using sdk::LaunchArg;
 using weights::DType;
 using weights::Word;
 
-constexpr int kTestInputBits = 1 + 3 + 4 + kOpCount + 32 + 4;  // the ControlIn fields this test creates
+constexpr int kTestInputBits = kOpCount + 32 + 4;  // the ControlIn fields this test creates (term, cond)
 
 struct Rig {
   weights::Circuit c{"control"};
+  circuit::Records rec;
   ControlIn in;
   Control k;
   weights::CompiledCircuit cc;
 };
 
-// Built and compiled once for the whole binary.
+std::vector<Word> all_outputs(const Control& k);
+
+// Built and compiled once for the whole binary: the records stage (token ids → inputs) and the
+// unit; the EXEC fields come from the records, the terminator and conditions from this test.
 const Rig& rig() {
   static std::unique_ptr<Rig> r = [] {
     auto x = std::make_unique<Rig>();
     weights::Circuit& c = x->c;
-    x->in.enable = (*c.input("exec", "is", 1))[0];
-    x->in.warp = *c.input("exec", "warp", 3);
-    x->in.lanes = *c.input("exec", "lanes", 4);
+    auto rec = circuit::build_records(c, kProtoRowsPerBlock);  // the prompt's ROM records too
+    if (!rec) {
+      ADD_FAILURE() << rec.status().to_string();
+      return std::make_unique<Rig>();
+    }
+    x->rec = std::move(*rec);
+    x->in.enable = x->rec.exec_is[0];
+    x->in.warp = x->rec.exec_warp;
+    x->in.lanes = x->rec.exec_lanes;
     x->in.term_opcode = *c.input("term", "opcode", kOpCount);
     x->in.term_imm = *c.input("term", "imm", 32);
     x->in.cond = *c.input("alu", "cond", 4);
-    auto k = circuit::build_control(c, x->in);
+    auto k = circuit::build_control(c, x->in, x->rec);
     if (!k) {
       ADD_FAILURE() << k.status().to_string();
       return std::make_unique<Rig>();  // no layers: every test fails its first check
     }
     x->k = *k;
+    for (const Word& w : all_outputs(x->k)) {
+      auto st = c.mark_output(w);
+      if (!st.ok()) ADD_FAILURE() << st.to_string();
+    }
+    // Qwen3.5-2B shapes; dead fields' channels reused (the records' register/ROM write fields
+    // have no reader here).
     weights::Target t;
     t.shapes = qwen2b_shapes();
+    t.reuse_channels = true;
+    t.keep_unread_fields = false;
     auto cc = weights::compile(c, t);
     if (!cc) {
       ADD_FAILURE() << cc.status().to_string();
@@ -155,7 +174,7 @@ void replay_stream(const std::string& name, const std::vector<Record>& s, std::s
     const Record& rec = s[i];
     const std::string where = name + " record " + std::to_string(i) + " (" + to_text(rec) + ")";
     if (noise && i >= gen_start) {
-      Inputs in = {{r.in.warp, rng() & 7},
+      Inputs in = {{r.in.warp, rng() & 7},  // EXEC fields without exec.is: not a protocol token
                    {r.in.lanes, rng() & 15},
                    {r.in.term_opcode, 1ull << (rng() % kOpCount)},
                    {r.in.term_imm, rng()},
@@ -163,22 +182,24 @@ void replay_stream(const std::string& name, const std::vector<Record>& s, std::s
       zero_outputs(run_token(model, r.c, r.cc, in), where + " noise token");
       ++st.tokens;
     }
-    auto ti = circuit::control_token_inputs(k, rec);
-    ASSERT_TRUE(ti) << where << ": " << ti.status().to_string();
-    Inputs in = *ti;
-    if (rec.kind == RecordKind::kCta) cta = rec.cta;
-    if (rec.kind == RecordKind::kExec) {
-      ASSERT_LT(exec_index, execs.size()) << where;
-      const ExecIn& x = execs[exec_index++];
-      in.insert(in.end(), {{Word{r.in.enable}, 1},
-                           {r.in.warp, rec.warp},
-                           {r.in.lanes, rec.lanes},
-                           {r.in.term_opcode, 1ull << x.opcode},
-                           {r.in.term_imm, x.imm},
-                           {r.in.cond, x.cond}});
+    // The record's token ids (protocol.h's encoding); every token's inputs from its id alone.
+    auto ids = circuit::record_token_ids(r.rec, rec);
+    ASSERT_TRUE(ids) << where << ": " << ids.status().to_string();
+    std::vector<float> y;
+    for (std::size_t t = 0; t < ids->size(); ++t) {
+      auto ti = circuit::token_inputs(r.rec, (*ids)[t]);
+      ASSERT_TRUE(ti) << where << ": " << ti.status().to_string();
+      Inputs in = *ti;
+      if (rec.kind == RecordKind::kExec) {
+        ASSERT_LT(exec_index, execs.size()) << where;
+        const ExecIn& x = execs[exec_index++];
+        in.insert(in.end(), {{r.in.term_opcode, 1ull << x.opcode}, {r.in.term_imm, x.imm}, {r.in.cond, x.cond}});
+      }
+      y = run_token(model, r.c, r.cc, in);
+      ++st.tokens;
+      if (t + 1 < ids->size()) zero_outputs(y, where + " token " + std::to_string(t));
     }
-    const std::vector<float> y = run_token(model, r.c, r.cc, in);
-    ++st.tokens;
+    if (rec.kind == RecordKind::kCta) cta = rec.cta;
     if (rec.kind == RecordKind::kCta && i < gen_start) continue;  // CTA 0: the prompt's rows follow
     const bool control = rec.kind == RecordKind::kExec || rec.kind == RecordKind::kSync ||
                          rec.kind == RecordKind::kRun || rec.kind == RecordKind::kCta;
@@ -411,7 +432,6 @@ Synth synth_launch(std::mt19937& rng, std::uint32_t threads, std::uint32_t grid,
   return out;
 }
 
-
 struct Case {
   std::string name;
   sdk::KernelIR kernel;
@@ -481,8 +501,8 @@ void print_cost() {
     heads += sch.use[l].key_heads;
   }
   std::printf(
-      "\n[ control ] total %lld neurons, %lld heads; residual %d channels (%d without this test's %d "
-      "ControlIn input bits)\n",
+      "\n[ control ] total %lld neurons, %lld heads (records stage included); residual %d channels with channel "
+      "reuse (%d without this test's %d ControlIn input bits)\n",
       static_cast<long long>(r.cc.total_neurons()), static_cast<long long>(heads), r.cc.allocation.channels_used,
       r.cc.allocation.channels_used - 2 * kTestInputBits, kTestInputBits);
   // With the allocator's channel reuse (dead fields' channels go to later fields).
@@ -578,17 +598,55 @@ TEST(CircuitControl, ReplayCatchesMissingSchedulerRows) {
   EXPECT_NONFATAL_FAILURE(replay_without_warp1_rows(), "EXEC B0 w1 0b1111");
 }
 
-TEST(CircuitControl, TokenInputErrors) {
-  const Control& k = rig().k;
-  auto e = circuit::control_token_inputs(k, sched_record(8, 1, LaneStatus::kRunning, 0));
+// The unit's header fields from token ids alone (values written out from docs/PROTOCOL.md §3
+// and control.h's row encoding), and ids that are not the unit's refused or left alone.
+TEST(CircuitControl, TokenIdsSetTheHeaderFields) {
+  const Rig& r = rig();
+  const Control& k = r.k;
+  auto fields = [&](const Record& rec) {
+    std::map<std::string, std::uint64_t> m;
+    auto ids = circuit::record_token_ids(r.rec, rec);
+    EXPECT_TRUE(ids) << ids.status().to_string();
+    if (!ids) return m;
+    auto in = circuit::token_inputs(r.rec, ids->front());
+    EXPECT_TRUE(in) << in.status().to_string();
+    if (!in) return m;
+    for (const auto& [w, v] : *in) m[r.c.fields()[static_cast<std::size_t>(w.front().field)].full_name()] = v;
+    return m;
+  };
+  // SCHED w3 0b0101 barrier.odd B7: id 248320 + 3972 + ((64 + 7)·8 + 3)·15 + 4; row = 0b11 | 7 << 2.
+  auto ids = circuit::record_token_ids(r.rec, sched_record(3, 5, LaneStatus::kBarrierOdd, 7));
+  ASSERT_TRUE(ids);
+  EXPECT_EQ(ids->front(), 248320 + 3972 + (71 * 8 + 3) * 15 + 4);
+  auto m = fields(sched_record(3, 5, LaneStatus::kBarrierOdd, 7));
+  EXPECT_EQ(m, (std::map<std::string, std::uint64_t>{
+                   {"ctl.sched_warp", 3}, {"ctl.sched_lanes", 5}, {"ctl.sched_state", 31}}));
+  m = fields(cta_record(127));
+  EXPECT_EQ(m,
+            (std::map<std::string, std::uint64_t>{
+                {"ctl.on", 1}, {"ctl.cta_is", 1}, {"ctl.parity_we", 1}, {"ctl.cta_id", 127}, {"ctl.cta_next", 128}}));
+  m = fields(sync_record());
+  EXPECT_EQ(m, (std::map<std::string, std::uint64_t>{
+                   {"ctl.on", 1}, {"ctl.gen", 1}, {"ctl.sync_is", 1}, {"ctl.parity_we", 1}}));
+  // LAUNCH: the header carries only its kind; the payload is its DATA token's (threads | grid << 8).
+  m = fields(launch_record(32, 128));
+  EXPECT_EQ(m, (std::map<std::string, std::uint64_t>{{"launch.is", 1}}));
+  auto lid = circuit::record_token_ids(r.rec, launch_record(32, 128));
+  ASSERT_TRUE(lid);
+  ASSERT_EQ(lid->size(), 2u);
+  auto d = circuit::token_inputs(r.rec, (*lid)[1]);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->size(), 2u);  // data.is, data.value
+  EXPECT_EQ(d->back().second, 32u | (128u << 8));
+  EXPECT_EQ(k.launch.threads.size(), 6u);
+  EXPECT_EQ(k.launch.grid.size(), 8u);
+  // Fields the protocol cannot encode are refused by its encoder.
+  auto e = circuit::record_token_ids(r.rec, sched_record(8, 1, LaneStatus::kRunning, 0));
   ASSERT_FALSE(e);
-  EXPECT_EQ(e.status().message(), "SCHED record: warp 8 outside 0..7 (over by 1)");
-  e = circuit::control_token_inputs(k, launch_record(40, 1));
+  std::printf("[ control ] SCHED w8: %s\n", e.status().message().c_str());
+  e = circuit::record_token_ids(r.rec, cta_record(128));
   ASSERT_FALSE(e);
-  EXPECT_EQ(e.status().message(), "LAUNCH record: threads per thread block 40 outside 0..32 (over by 8)");
-  e = circuit::control_token_inputs(k, cta_record(128));
-  ASSERT_FALSE(e);
-  EXPECT_EQ(e.status().message(), "CTA record: thread block 128 outside 0..127 (over by 1)");
+  std::printf("[ control ] CTA 128: %s\n", e.status().message().c_str());
   EXPECT_EQ(circuit::sched_row_value(LaneStatus::kExited, 0), 0u);  // a never-written row reads as exited
 }
 

@@ -36,6 +36,7 @@ constexpr int kLanes = kProtoLanes;
 
 struct Compiled {
   weights::Circuit c{"simt.memory"};
+  circuit::Records rec;  // token ids → inputs (the WMEM records' write ports)
   circuit::Memory mem;
   weights::Bit enable, shared;
   weights::Word opcode, imm, lanes;
@@ -51,12 +52,17 @@ struct Compiled {
       input_bits += width;
       return w ? *w : weights::Word{};
     };
+    auto rc = circuit::build_records(c, 1);
+    EXPECT_TRUE(rc.has_value()) << rc.status().to_string();
+    if (!rc) return;
+    rec = std::move(*rc);
+    // The EXEC side's inputs (decode and register reads in the machine) come from this test.
     circuit::MemoryIn mi;
-    enable = in("exec", "is", 1)[0];
+    enable = in("t", "enable", 1)[0];
     opcode = in("slot", "opcode", kOpCount);
     shared = in("slot", "shared", 1)[0];
     imm = in("slot", "imm", 32);
-    lanes = in("exec", "lanes", kLanes);
+    lanes = in("t", "lanes", kLanes);
     for (int l = 0; l < kLanes; ++l) {
       a[l] = in("lane" + std::to_string(l), "a", 32);
       b[l] = in("lane" + std::to_string(l), "b", 32);
@@ -70,7 +76,7 @@ struct Compiled {
     mi.opcode = opcode;
     mi.shared = shared;
     mi.imm = imm;
-    auto m = circuit::build_memory(c, layout, mi);
+    auto m = circuit::build_memory(c, layout, rec, mi);
     EXPECT_TRUE(m.has_value()) << m.status().to_string();
     if (!m) return;
     mem = std::move(*m);
@@ -79,6 +85,13 @@ struct Compiled {
         auto st = c.mark_output(w);
         EXPECT_TRUE(st.ok()) << st.to_string();
       }
+    // The WMEM write ports are checked at every token: kept to the last layer too.
+    const circuit::WmemWrite& wp = mem.rams.write;
+    for (const weights::Word& w : {wp.enable, wp.bank_enable, wp.row[0], wp.row[1], wp.row[2], wp.row[3], wp.value[0],
+                                   wp.value[1], wp.value[2], wp.value[3]}) {
+      auto st = c.mark_output(w);
+      EXPECT_TRUE(st.ok()) << st.to_string();
+    }
     // Qwen3.5-2B shapes; dead fields' channels reused (the unit's outputs are kept).
     weights::Target t;
     t.shapes = test::qwen2b_shapes();
@@ -155,23 +168,76 @@ struct Run {
   weights::ReferenceModel m;
   int words;
   std::array<std::vector<std::uint32_t>, 2> mem;  // global, shared
-  int checked = 0, wrong = 0, inexact = 0;
+  int checked = 0, wrong = 0, inexact = 0, tokens = 0;
 
   Run(const Compiled& kc, DType dt)
       : k(kc), m(kc.cc.layers, kc.cc.target.shapes, dt), words(circuit::memory_words(kc.mem.rams.layout)) {}
 
   std::vector<float> step(const Inputs& in) { return m.step(weights::embed(k.c, k.cc.allocation, in)); }
 
+  // The words as the protocol writes them (wmem_records' split), token id by token id; at
+  // every token the write ports must hold exactly the words that token completes.
   void write(bool shared, std::uint32_t word, const std::vector<std::uint32_t>& values) {
-    const Record r = wmem_record(shared, word, values);
-    auto in = circuit::wmem_token_inputs(k.mem.rams, r);
-    ASSERT_TRUE(in.has_value()) << in.status().to_string();
-    auto y = step(*in);
+    for (const Record& r : wmem_records(shared, word, values)) feed(r);
     for (std::size_t i = 0; i < values.size(); ++i) mem[shared][word + i] = values[i];
-    // A WMEM token executes nothing: every output stays 0.
-    for (const auto& ln : k.mem.lane)
-      for (const weights::Word* w : {&ln.loaded, &ln.value, &ln.ld_value})
-        if (weights::read_word(k.cc.allocation, y, *w) != 0) ++wrong;
+  }
+  void feed(const Record& r) {
+    auto ids = circuit::record_token_ids(k.rec, r);
+    ASSERT_TRUE(ids.has_value()) << ids.status().to_string();
+    const auto want = completed_words(r);
+    ASSERT_EQ(want.size(), ids->size());
+    for (std::size_t t = 0; t < ids->size(); ++t) {
+      auto in = circuit::token_inputs(k.rec, (*ids)[t]);
+      ASSERT_TRUE(in.has_value()) << in.status().to_string();
+      auto y = step(*in);
+      ++tokens;
+      // A WMEM token executes nothing: every output stays 0.
+      for (const auto& ln : k.mem.lane)
+        for (const weights::Word* w : {&ln.loaded, &ln.value, &ln.ld_value})
+          if (weights::read_word(k.cc.allocation, y, *w) != 0) ++wrong;
+      const std::string at = to_text(r) + " token " + std::to_string(t);
+      const circuit::WmemWrite& p = k.mem.rams.write;
+      std::uint64_t en = 0, ben = 0;
+      for (const auto& [wd, v] : want[t]) {
+        const int bank = static_cast<int>(wd & 3);
+        en |= std::uint64_t{1} << ((r.shared ? 4 : 0) + bank);
+        ben |= std::uint64_t{1} << bank;
+        expect(y, p.row[bank], (wd >> 2) | (r.shared ? 128u : 0u), at + " row" + std::to_string(bank));
+      }
+      expect(y, p.enable, en, at + " enable");
+      expect(y, p.bank_enable, ben, at + " bank enable");
+      for (int b = 0; b < kLanes; ++b) {
+        std::uint64_t v = 0;
+        for (const auto& [wd, x] : want[t])
+          if (static_cast<int>(wd & 3) == b) v = x;
+        expect(y, p.value[b], v, at + " value" + std::to_string(b));
+      }
+    }
+  }
+  // Per token of a WMEM record, the (word, value) pairs it completes (docs/PROTOCOL.md §3.1:
+  // zero at the header; byte: words 2i, 2i+1 at DATA i+1; half: word i at DATA i+1; word: at DATA 2).
+  static std::vector<std::vector<std::pair<std::uint32_t, std::uint32_t>>> completed_words(const Record& r) {
+    std::vector<std::vector<std::pair<std::uint32_t, std::uint32_t>>> t(1);
+    const std::uint32_t n = r.count;
+    switch (r.format) {
+      case ValueFormat::kZero:
+        for (std::uint32_t i = 0; i < n; ++i) t[0].emplace_back(r.word + i, 0);
+        break;
+      case ValueFormat::kByte:
+        for (std::uint32_t i = 0; i < n; ++i) {
+          if (i % 2 == 0) t.emplace_back();
+          t.back().emplace_back(r.word + i, r.values[i]);
+        }
+        break;
+      case ValueFormat::kHalf:
+        for (std::uint32_t i = 0; i < n; ++i) t.push_back({{r.word + i, r.values[i]}});
+        break;
+      case ValueFormat::kWord:
+        t.emplace_back();
+        t.push_back({{r.word, r.values[0]}});
+        break;
+    }
+    return t;
   }
 
   Inputs exec_inputs(const Exec& e, bool enable) const {
@@ -456,7 +522,9 @@ TEST(CircuitMemory, SupportedOpcodes) {
 // A block may hold two memory reads (docs/ISA.md §6): two units over one set of RAMs.
 TEST(CircuitMemory, TwoUnitsShareTheRams) {
   weights::Circuit c("simt.memory2");
-  auto rams = circuit::build_memory_rams(c, MemoryLayout::kCompact);
+  auto rec = circuit::build_records(c, 1);
+  ASSERT_TRUE(rec.has_value()) << rec.status().to_string();
+  auto rams = circuit::build_memory_rams(c, MemoryLayout::kCompact, *rec);
   ASSERT_TRUE(rams.has_value()) << rams.status().to_string();
   std::vector<circuit::Memory> units;
   for (const char* owner : {"mem0", "mem1"}) {
@@ -479,32 +547,97 @@ TEST(CircuitMemory, TwoUnitsShareTheRams) {
   }
   EXPECT_EQ(c.rams().size(), 4u);
   EXPECT_NE(units[0].lane[0].loaded.front().field, units[1].lane[0].loaded.front().field);
-  // A second set of RAMs in the same circuit is refused by name.
-  auto again = circuit::build_memory_rams(c, MemoryLayout::kCompact);
+  // A second set of RAMs (and WMEM write ports) in the same circuit is refused by name.
+  auto again = circuit::build_memory_rams(c, MemoryLayout::kCompact, *rec);
   EXPECT_FALSE(again.has_value());
 }
 
-TEST(CircuitMemory, WmemRecordsBecomeTokens) {
+// A WMEM record's header fields from its token id (values worked out by hand from
+// docs/PROTOCOL.md §3.1), and the compact layout refusing rows past its 256 words.
+TEST(CircuitMemory, WmemTokenIdsCarryTheRecord) {
   const Compiled& k = compiled(MemoryLayout::kCompact);
   ASSERT_TRUE(k.ok);
   const std::uint32_t v[] = {7, 8, 9};
-  auto in = circuit::wmem_token_inputs(k.mem.rams, wmem_record(true, 6, v));
+  const Record r = wmem_record(true, 6, v);  // byte format: DATA 7 | 8 << 8, DATA 9
+  auto ids = circuit::record_token_ids(k.rec, r);
+  ASSERT_TRUE(ids.has_value()) << ids.status().to_string();
+  ASSERT_EQ(ids->size(), 3u);
+  // id = base + 22812 + ((s·512 + a)·4 + n − 1)·4 + f
+  EXPECT_EQ(ids->front(), 248320 + 22812 + ((512 + 6) * 4 + 2) * 4 + 1);
+  auto in = circuit::token_inputs(k.rec, ids->front());
   ASSERT_TRUE(in.has_value()) << in.status().to_string();
-  // Words 6, 7, 8 of shared memory: banks 2, 3, 0; rows 64 + 1, 64 + 1, 64 + 2.
-  std::map<int, std::uint64_t> got;
-  for (const auto& [w, x] : *in) got[w.front().field] = x;
-  EXPECT_EQ(got[k.mem.rams.wmem_row[2].front().field], 65u);
-  EXPECT_EQ(got[k.mem.rams.wmem_row[3].front().field], 65u);
-  EXPECT_EQ(got[k.mem.rams.wmem_row[0].front().field], 66u);
-  EXPECT_EQ(got[k.mem.rams.wmem_value[0].front().field], 9u);
-  EXPECT_EQ(got[k.mem.rams.wmem_value[2].front().field], 7u);
-  EXPECT_EQ(got[k.mem.rams.wmem_we.front().field], 0b1101u);
+  std::map<std::string, std::uint64_t> got;
+  for (const auto& [w, x] : *in) got[k.c.fields()[static_cast<std::size_t>(w.front().field)].full_name()] = x;
+  // Words 6, 7, 8: banks 2, 3, 0; rows 1, 1, 2 (bank 0 wraps); DATA 1: 6 low, 7 high; DATA 2: 8.
+  const std::map<std::string, std::uint64_t> want = {{"rec.row", 1},       {"wmem.shared", 1},   {"wmem.wrap", 0b0001},
+                                                     {"wmem.zero", 0},     {"wmem.byte", 0b11},  {"wmem.word", 0},
+                                                     {"wmem.lo1", 0b0100}, {"wmem.hi1", 0b1000}, {"wmem.lo2", 0b0001},
+                                                     {"wmem.hi2", 0},      {"wmem.lo3", 0}};
+  EXPECT_EQ(got, want);
   const std::uint32_t four[] = {1, 2, 3, 4};
-  auto past = circuit::wmem_token_inputs(k.mem.rams, wmem_record(false, 254, four));
+  auto past_ids = circuit::record_token_ids(k.rec, wmem_record(false, 254, four));
+  ASSERT_TRUE(past_ids.has_value());  // the protocol holds 512 words
+  auto past = circuit::token_inputs(k.rec, past_ids->front());
   ASSERT_FALSE(past.has_value());
-  EXPECT_NE(past.status().to_string().find("run past the 256 words of a space (over by 2)"), std::string::npos)
+  EXPECT_NE(
+      past.status().to_string().find("run past the 256 words of a space in the compact memory layout (over by 2)"),
+      std::string::npos)
       << past.status().to_string();
-  EXPECT_FALSE(circuit::wmem_token_inputs(k.mem.rams, exec_record(0, 0, 1)).has_value());
+}
+
+// Every format × word count × first bank × space, with each format's edge values, written by
+// token ids and read back by ld (and the write ports checked at every token).
+void run_formats(MemoryLayout layout, const char* name) {
+  const Compiled& k = compiled(layout);
+  ASSERT_TRUE(k.ok);
+  const std::vector<std::vector<std::uint32_t>> pools = {
+      {0},
+      {1, 0xffffffffu, 0x7f, 0xffffff80u /* -128 */, 2, 0xfffffffeu},
+      {0x7fff, 0xffff8000u /* -32768 */, 0x80, 0xffffff7fu, 0xff, 0x100, 0xfffffe00u},
+      {0x80000000u, 0x7fffffff, 0x8000, 0xffff7fffu, 0x10000, 0xffffffffu}};
+  for (DType dt : {DType::kF32, DType::kBF16}) {
+    Run run(k, dt);
+    std::mt19937_64 rng(31);
+    write_image(run, rng);
+    int records = 0;
+    for (int f = 0; f < 4; ++f)
+      for (std::uint32_t n = 1; n <= 4; ++n) {
+        if ((f == 2 && n > 3) || (f == 3 && n > 1)) continue;  // reserved rows
+        for (std::uint32_t first = 0; first < 4; ++first)
+          for (int s = 0; s < 2; ++s) {
+            const auto& pool = pools[static_cast<std::size_t>(f)];
+            std::vector<std::uint32_t> v(n);
+            for (auto& x : v) x = pool[rng() % pool.size()];
+            v[rng() % n] = pool[rng() % std::min<std::size_t>(pool.size(), 2)];  // needs format f
+            const std::uint32_t word = 4 * static_cast<std::uint32_t>(rng() % (run.words / 4 - 1)) + first;
+            const Record r = wmem_record(s == 1, word, v);
+            ASSERT_EQ(static_cast<int>(r.format), f) << to_text(r);
+            run.feed(r);
+            for (std::uint32_t i = 0; i < n; ++i) run.mem[s][word + i] = v[i];
+            ++records;
+          }
+      }
+    read_back(run, dt);
+    double mlp, gdn;
+    run.margins(mlp, gdn);
+    std::printf(
+        "[ %s %s ] %d WMEM records of every format (%d tokens) + read-back: %d checked, %d wrong, %d inexact; "
+        "margins MLP %g GDN %g\n",
+        name, std::string(weights::dtype_name(dt)).c_str(), records, run.tokens, run.checked, run.wrong, run.inexact,
+        mlp, gdn);
+    EXPECT_EQ(records, 2 * 4 * (4 + 4 + 3 + 1));
+    EXPECT_EQ(run.wrong, 0);
+    EXPECT_EQ(run.inexact, 0);
+    EXPECT_GE(mlp, 88.73);
+    EXPECT_GE(gdn, 88.73);
+  }
+}
+
+TEST(CircuitMemory, WmemFormatsWriteExactlyCompact) {
+  run_formats(MemoryLayout::kCompact, "compact");
+}
+TEST(CircuitMemory, WmemFormatsWriteExactlyProtocol) {
+  run_formats(MemoryLayout::kProtocol, "protocol");
 }
 
 TEST(CircuitMemory, DisabledOrOtherOpcodesLeaveOutputsAndMemory) {

@@ -488,6 +488,166 @@ TEST(Circuit, TokenInputsRefuseWhatIsNotAProtocolToken) {
   EXPECT_NE(f.status().message().find("9 ROM slots per block"), std::string::npos) << f.status().message();
 }
 
+// --- WMEM, LAUNCH and LIVE write ports (records.h), from exact prompt and generated streams.
+
+// What the WMEM / LAUNCH / LIVE write ports must hold at one token (docs/PROTOCOL.md §3.1,
+// §3: written here from the document, not from records.cpp).
+struct PortWrite {
+  std::map<std::uint32_t, std::uint32_t> words;  // word → value completed at this token
+  bool shared = false;
+  bool launch = false;
+  std::uint32_t threads = 0, grid = 0;
+  bool live = false;
+  std::uint32_t block = 0, mask = 0;
+};
+
+std::vector<PortWrite> port_writes(const Record& r) {
+  std::vector<PortWrite> t(static_cast<std::size_t>(token_count(r)));
+  for (PortWrite& p : t) p.shared = r.shared;
+  if (r.kind == RecordKind::kLaunch) t[1].launch = true, t[1].threads = r.threads, t[1].grid = r.grid;
+  if (r.kind == RecordKind::kLive) t[1].live = true, t[1].block = r.block, t[1].mask = r.values[0];
+  if (r.kind != RecordKind::kWmem) return t;
+  for (std::uint32_t i = 0; i < r.count; ++i) {
+    const std::uint32_t w = r.word + i;
+    switch (r.format) {
+      case ValueFormat::kZero: t[0].words[w] = 0; break;
+      case ValueFormat::kByte: t[1 + i / 2].words[w] = r.values[i]; break;
+      case ValueFormat::kHalf: t[1 + i].words[w] = r.values[i]; break;
+      case ValueFormat::kWord: t[2].words[w] = r.values[i]; break;
+    }
+  }
+  return t;
+}
+
+TEST(Circuit, WmemLaunchLiveWritePortsFromTokenIds) {
+  weights::Circuit c("simt.records.ports");
+  auto rec = circuit::build_records(c, kSlots);
+  ASSERT_TRUE(rec.has_value()) << rec.status().to_string();
+  weights::Target t;
+  t.shapes = qwen2b_shapes();
+  auto base = weights::compile(c, t);
+  ASSERT_TRUE(base.has_value()) << base.status().to_string();
+  report(c, *base, "records (ROM, WREG)");
+  auto wm = circuit::build_wmem_write(c, *rec);
+  ASSERT_TRUE(wm.has_value()) << wm.status().to_string();
+  auto la = circuit::build_launch_write(c, *rec);
+  ASSERT_TRUE(la.has_value()) << la.status().to_string();
+  auto lv = circuit::build_live_write(c, *rec);
+  ASSERT_TRUE(lv.has_value()) << lv.status().to_string();
+  auto cc = weights::compile(c, t);
+  ASSERT_TRUE(cc.has_value()) << cc.status().to_string();
+  report(c, *cc, "records + WMEM, LAUNCH, LIVE");
+  EXPECT_EQ(cc->schedule.num_layers, 1);
+  EXPECT_EQ(cc->schedule.use[0].key_heads, 3 + 3 + 1 + 1);
+  // Real launches: the prompt (LAUNCH, LIVE, WMEM of every array, zero resets) and the generated
+  // write-backs; and WMEM records of every format, word count and first bank.
+  struct Launch {
+    sdk::KernelIR kernel;
+    sdk::LaunchShape shape;
+    std::vector<sdk::LaunchArg> args;
+  };
+  auto arr = [](const std::string& name, std::vector<std::int32_t> v) {
+    sdk::LaunchArg a;
+    a.param = name;
+    a.is_array = true;
+    a.array = std::move(v);
+    return a;
+  };
+  std::vector<std::int32_t> big(10), c10(10, -7), in32(32);
+  for (int i = 0; i < 10; ++i) big[i] = 50000 * i - 70000;
+  for (int i = 0; i < 32; ++i) in32[i] = i * i - 100;
+  sdk::LaunchArg n9;
+  n9.param = "n";
+  n9.scalar = 9;
+  const std::vector<Launch> launches = {
+      {vadd_kernel(), {2, 5}, {arr("a", big), arr("b", big), arr("c", c10), n9}},
+      {test::reduce_kernel(32), {1, 32}, {arr("in", in32), arr("out", {0})}},
+      {test::atomics_kernel(),
+       {2, 4},
+       {arr("a", {5, -9, 300, 42, 7, 100000, -1, 8}), arr("m", std::vector<std::int32_t>(11, 0))}},
+  };
+  std::vector<Record> stream;
+  for (const Launch& l : launches) {
+    auto p = lower_kernel(l.kernel, l.shape, MachineConfig{});
+    ASSERT_TRUE(p.has_value()) << p.status().to_string();
+    auto lr = record_launch(**p, l.args, {});
+    ASSERT_TRUE(lr.has_value()) << lr.status().to_string();
+    stream.insert(stream.end(), lr->prompt.begin(), lr->prompt.end());
+    stream.insert(stream.end(), lr->generated.begin(), lr->generated.end());
+  }
+  std::mt19937_64 rng(77);
+  const std::uint32_t edges[] = {0, 1, 0x7f, 0xffffff80u, 0xffffffffu, 0x7fff, 0xffff8000u, 0x80, 0x8000, 0x80000000u};
+  for (std::uint32_t n = 1; n <= 4; ++n)
+    for (std::uint32_t first = 0; first < 4; ++first)
+      for (int rep = 0; rep < 6; ++rep) {
+        std::vector<std::uint32_t> v(n);
+        for (auto& x : v) x = edges[rng() % std::size(edges)];
+        const std::uint32_t word = 4 * static_cast<std::uint32_t>(rng() % 127) + first;
+        for (const Record& r : wmem_records(rep % 2 == 1, word, v)) stream.push_back(r);
+      }
+  for (DType dt : {DType::kF32, DType::kBF16}) {
+    weights::ReferenceModel m(cc->layers, cc->target.shapes, dt);
+    int tokens = 0, words = 0, wrong = 0, inexact = 0;
+    std::map<RecordKind, int> kinds;
+    auto expect = [&](const std::vector<float>& y, const weights::Word& w, std::uint64_t want,
+                      const std::string& what) {
+      bool exact = true;
+      const std::uint64_t got = weights::read_word(cc->allocation, y, w, &exact);
+      if (!exact) ++inexact;
+      if (got != want && ++wrong <= 10) ADD_FAILURE() << what << " = 0x" << std::hex << got << ", expected 0x" << want;
+    };
+    for (const Record& r : stream) {
+      auto ids = circuit::record_token_ids(*rec, r);
+      ASSERT_TRUE(ids.has_value()) << ids.status().to_string();
+      const std::vector<PortWrite> want = port_writes(r);
+      ++kinds[r.kind];
+      for (std::size_t i = 0; i < ids->size(); ++i) {
+        auto in = circuit::token_inputs(*rec, (*ids)[i]);
+        ASSERT_TRUE(in.has_value()) << in.status().to_string();
+        const std::vector<float> y = m.step(weights::embed(c, cc->allocation, *in));
+        ++tokens;
+        const PortWrite& p = want[i];
+        const std::string at = std::string(weights::dtype_name(dt)) + " " + to_text(r) + " token " + std::to_string(i);
+        std::uint64_t en = 0, ben = 0;
+        std::array<std::uint64_t, 4> val{};
+        for (const auto& [w, x] : p.words) {
+          en |= std::uint64_t{1} << ((p.shared ? 4 : 0) + (w & 3));
+          ben |= std::uint64_t{1} << (w & 3);
+          val[w & 3] = x;
+          expect(y, wm->row[w & 3], (w >> 2) | (p.shared ? 128u : 0u), at + " wmem row");
+          ++words;
+        }
+        expect(y, wm->enable, en, at + " wmem enable");
+        expect(y, wm->bank_enable, ben, at + " wmem bank enable");
+        for (int b = 0; b < 4; ++b) expect(y, wm->value[b], val[b], at + " wmem value");
+        expect(y, weights::Word{la->enable}, p.launch, at + " launch enable");
+        if (p.launch) {
+          expect(y, la->threads, p.threads, at + " threads");
+          expect(y, la->grid, p.grid, at + " grid");
+        }
+        expect(y, weights::Word{lv->enable}, p.live, at + " live enable");
+        if (p.live) {
+          expect(y, lv->row, p.block, at + " live row");
+          expect(y, lv->mask, p.mask, at + " live mask");
+        }
+      }
+    }
+    double mlp = std::numeric_limits<double>::infinity(), gdn = mlp;
+    for (const weights::LayerMargin& lm : m.margins()) mlp = std::min(mlp, lm.mlp_min), gdn = std::min(gdn, lm.gdn_min);
+    std::printf(
+        "[ %s ] %d tokens (%d WMEM, %d LAUNCH, %d LIVE records), %d words written: %d wrong, %d inexact; "
+        "margins MLP %g GDN %g\n",
+        std::string(weights::dtype_name(dt)).c_str(), tokens, kinds[RecordKind::kWmem], kinds[RecordKind::kLaunch],
+        kinds[RecordKind::kLive], words, wrong, inexact, mlp, gdn);
+    EXPECT_EQ(wrong, 0);
+    EXPECT_EQ(inexact, 0);
+    EXPECT_GE(mlp, 88.73);
+    EXPECT_GE(gdn, 88.73);
+    EXPECT_GT(kinds[RecordKind::kLive], 3);
+    EXPECT_EQ(kinds[RecordKind::kLaunch], 3);
+  }
+}
+
 // --- Stage 1: fetch and decode.
 
 TEST(Circuit, FetchDecodeCompilesToQwenLayers) {

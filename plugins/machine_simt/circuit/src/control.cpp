@@ -1,5 +1,6 @@
 #include "control.h"
 
+#include <functional>
 #include <string>
 
 #include "isa.h"
@@ -127,16 +128,10 @@ Row row_of(const Word& w) {
 
 class Builder {
  public:
-  Builder(Circuit& c, const ControlIn& in, Control& k) : c_(c), in_(in), k_(k) {}
+  Builder(Circuit& c, const ControlIn& in, Records& rec, Control& k) : c_(c), in_(in), rec_(rec), k_(k) {}
 
   sdk::Status field(const std::string& owner, const std::string& name, int width, Word& out) {
     auto w = c_.computed(owner, name, width);
-    if (!w) return w.status();
-    out = std::move(*w);
-    return sdk::Status::ok();
-  }
-  sdk::Status input(const std::string& owner, const std::string& name, int width, Word& out) {
-    auto w = c_.input(owner, name, width);
     if (!w) return w.status();
     out = std::move(*w);
     return sdk::Status::ok();
@@ -151,6 +146,7 @@ class Builder {
 
   Circuit& c_;
   const ControlIn& in_;
+  Records& rec_;
   Control& k_;
   // Reads.
   std::array<std::array<Row, kL>, kW> rows_;  // every warp's rows
@@ -171,20 +167,37 @@ class Builder {
 };
 
 sdk::Status Builder::state() {
-  auto in = [&](const std::string& name, int width, Word& out) { return input("ctl", name, width, out); };
-  QGPU_RETURN_IF_ERROR(in("on", 1, k_.on));
-  QGPU_RETURN_IF_ERROR(in("gen", 1, k_.gen));
-  QGPU_RETURN_IF_ERROR(in("cta_is", 1, k_.cta_is));
-  QGPU_RETURN_IF_ERROR(in("sync_is", 1, k_.sync_is));
-  QGPU_RETURN_IF_ERROR(in("parity_we", 1, k_.parity_we));
-  QGPU_RETURN_IF_ERROR(in("launch_is", 1, k_.launch_is));
-  QGPU_RETURN_IF_ERROR(in("threads", kThreadBits, k_.threads));
-  QGPU_RETURN_IF_ERROR(in("grid", kGridBits, k_.grid));
-  QGPU_RETURN_IF_ERROR(in("cta_id", kCtaBits, k_.cta_id));
-  QGPU_RETURN_IF_ERROR(in("cta_next", kGridBits, k_.cta_next));
-  QGPU_RETURN_IF_ERROR(in("sched_warp", kWarpBits, k_.sched_warp));
-  QGPU_RETURN_IF_ERROR(in("sched_lanes", kL, k_.sched_lanes));
-  QGPU_RETURN_IF_ERROR(in("sched_state", kRowBits, k_.sched_state));
+  // Header fields: flags of the control kinds, CTA c, SCHED w m s B (docs/PROTOCOL.md §3).
+  using Value = std::function<sdk::Expected<std::uint64_t>(const Record&)>;
+  auto in = [&](const std::string& name, int width, Word& out, std::initializer_list<RecordKind> kinds,
+                Value v) -> sdk::Status {
+    auto w = rec_.add_header_field(c_, *kinds.begin(), "ctl", name, width, v);
+    if (!w) return w.status();
+    out = std::move(*w);
+    for (auto it = kinds.begin() + 1; it != kinds.end(); ++it) rec_.bind(*it, out, v);
+    return sdk::Status::ok();
+  };
+  const Value one = [](const Record&) -> sdk::Expected<std::uint64_t> { return 1; };
+  using K = RecordKind;
+  QGPU_RETURN_IF_ERROR(in("on", 1, k_.on, {K::kExec, K::kRun, K::kSync, K::kCta}, one));
+  QGPU_RETURN_IF_ERROR(in("gen", 1, k_.gen, {K::kExec, K::kRun, K::kSync}, one));
+  QGPU_RETURN_IF_ERROR(in("cta_is", 1, k_.cta_is, {K::kCta}, one));
+  QGPU_RETURN_IF_ERROR(in("sync_is", 1, k_.sync_is, {K::kSync}, one));
+  QGPU_RETURN_IF_ERROR(in("parity_we", 1, k_.parity_we, {K::kCta, K::kSync}, one));
+  QGPU_RETURN_IF_ERROR(in("cta_id", kCtaBits, k_.cta_id, {K::kCta},
+                          [](const Record& r) -> sdk::Expected<std::uint64_t> { return r.cta; }));
+  QGPU_RETURN_IF_ERROR(in("cta_next", kGridBits, k_.cta_next, {K::kCta},
+                          [](const Record& r) -> sdk::Expected<std::uint64_t> { return r.cta + 1; }));
+  QGPU_RETURN_IF_ERROR(in("sched_warp", kWarpBits, k_.sched_warp, {K::kSched},
+                          [](const Record& r) -> sdk::Expected<std::uint64_t> { return r.warp; }));
+  QGPU_RETURN_IF_ERROR(in("sched_lanes", kL, k_.sched_lanes, {K::kSched},
+                          [](const Record& r) -> sdk::Expected<std::uint64_t> { return r.lanes; }));
+  QGPU_RETURN_IF_ERROR(
+      in("sched_state", kRowBits, k_.sched_state, {K::kSched},
+         [](const Record& r) -> sdk::Expected<std::uint64_t> { return sched_row_value(r.status, r.block); }));
+  auto lw = build_launch_write(c_, rec_);
+  if (!lw) return lw.status();
+  k_.launch = *lw;
   const Bit on = k_.on[0];
   const Word row0 = constant(c_, 0, 1);  // the address of a one-row latch
   for (int l = 0; l < kL; ++l) {
@@ -196,7 +209,7 @@ sdk::Status Builder::state() {
   auto launch = c_.add_ram("ctl", "launch", 1, kThreadBits + kGridBits);
   if (!launch) return launch.status();
   k_.launch_ram = *launch;
-  QGPU_RETURN_IF_ERROR(c_.ram_write(*launch, row0, concat(k_.threads, k_.grid), k_.launch_is[0]));
+  QGPU_RETURN_IF_ERROR(c_.ram_write(*launch, row0, concat(k_.launch.threads, k_.launch.grid), k_.launch.enable));
   auto cta = c_.add_ram("ctl", "cta", 1, kCtaBits + kGridBits);
   if (!cta) return cta.status();
   k_.cta_ram = *cta;
@@ -651,42 +664,11 @@ std::uint32_t sched_row_value(LaneStatus status, std::uint32_t block) {
   return 0u;
 }
 
-sdk::Expected<Control> build_control(Circuit& c, const ControlIn& in) {
+sdk::Expected<Control> build_control(Circuit& c, const ControlIn& in, Records& records) {
   Control k;
-  Builder b(c, in, k);
+  Builder b(c, in, records, k);
   QGPU_RETURN_IF_ERROR(b.build());
   return k;
-}
-
-sdk::Expected<std::vector<std::pair<Word, std::uint64_t>>> control_token_inputs(const Control& k, const Record& r) {
-  std::vector<std::pair<Word, std::uint64_t>> v;
-  auto over = [](const char* what, std::uint32_t value, std::uint32_t limit) {
-    return sdk::invalid_argument(std::string(what) + " " + std::to_string(value) + " outside 0.." +
-                                 std::to_string(limit) + " (over by " + std::to_string(value - limit) + ")");
-  };
-  switch (r.kind) {
-    case RecordKind::kExec:
-    case RecordKind::kRun: v = {{k.on, 1}, {k.gen, 1}}; break;
-    case RecordKind::kSync: v = {{k.on, 1}, {k.gen, 1}, {k.sync_is, 1}, {k.parity_we, 1}}; break;
-    case RecordKind::kCta:
-      if (r.cta >= kProtoCtas) return over("CTA record: thread block", r.cta, kProtoCtas - 1);
-      v = {{k.on, 1}, {k.cta_is, 1}, {k.parity_we, 1}, {k.cta_id, r.cta}, {k.cta_next, r.cta + 1}};
-      break;
-    case RecordKind::kLaunch:
-      if (r.threads > static_cast<std::uint32_t>(kW * kL))
-        return over("LAUNCH record: threads per thread block", r.threads, kW * kL);
-      if (r.grid > kProtoCtas) return over("LAUNCH record: grid", r.grid, kProtoCtas);
-      v = {{k.launch_is, 1}, {k.threads, r.threads}, {k.grid, r.grid}};
-      break;
-    case RecordKind::kSched:
-      if (r.warp >= kW) return over("SCHED record: warp", r.warp, kW - 1);
-      if (r.lanes >= (1u << kL)) return over("SCHED record: lane mask", r.lanes, (1u << kL) - 1);
-      if (r.block >= kProtoBlocks) return over("SCHED record: block", r.block, kProtoBlocks - 1);
-      v = {{k.sched_warp, r.warp}, {k.sched_lanes, r.lanes}, {k.sched_state, sched_row_value(r.status, r.block)}};
-      break;
-    default: break;
-  }
-  return v;
 }
 
 }  // namespace qgpu::simt::circuit

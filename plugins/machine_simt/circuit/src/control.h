@@ -28,6 +28,7 @@
 #include "protocol.h"
 #include "qgpu/sdk/status.h"
 #include "qgpu/weights/circuit.h"
+#include "records.h"
 
 namespace qgpu::simt::circuit {
 
@@ -60,20 +61,19 @@ struct SchedGroup {
 };
 
 struct Control {
-  // Token inputs (control_token_inputs sets them).
+  // Header fields (records.h: set from the token id; 0 on every other token).
   weights::Word on;           // 1: EXEC, SYNC, RUN or CTA (the unit's enable)
   weights::Word gen;          // 1: EXEC, SYNC or RUN (choose the next record from the scheduler rows)
   weights::Word cta_is;       // 1: CTA
   weights::Word sync_is;      // 1: SYNC
   weights::Word parity_we;    // 1: CTA or SYNC (write enable of the parity latch)
-  weights::Word launch_is;    // 1: LAUNCH
-  weights::Word threads;      // 6 bits (LAUNCH)
-  weights::Word grid;         // 8 bits (LAUNCH)
   weights::Word cta_id;       // 7 bits (CTA c: c)
   weights::Word cta_next;     // 8 bits (CTA c: c + 1)
-  weights::Word sched_warp;   // 3 bits (SCHED)
-  weights::Word sched_lanes;  // 4 bits (SCHED): write enable of each lane's RAM
-  weights::Word sched_state;  // 7 bits (SCHED): the row value
+  weights::Word sched_warp;   // 3 bits (SCHED w)
+  weights::Word sched_lanes;  // 4 bits (SCHED m): write enable of each lane's RAM
+  weights::Word sched_state;  // 7 bits (SCHED s B): the row value, sched_row_value(s, B)
+  // The launch latch's write: LAUNCH's DATA token (header at lag 1), threads | grid << 8.
+  LaunchWrite launch;
   std::array<int, kProtoLanes> sched_rams{};
   int launch_ram = -1, cta_ram = -1, parity_ram = -1;
 
@@ -88,14 +88,11 @@ struct Control {
   weights::Word cta_sched;  // 32 bits
 };
 
-// Adds the scheduler RAMs, the latches and the record choice to `c`.
-sdk::Expected<Control> build_control(weights::Circuit& c, const ControlIn& in);
-
-// The unit's own embedding inputs of a record's token (header fields and payloads directly
-// in one token; the protocol's DATA split is wired elsewhere). EXEC tokens get ctl.on and
-// ctl.gen only: ControlIn's fields come from the fetch/decode and ALU stages.
-sdk::Expected<std::vector<std::pair<weights::Word, std::uint64_t>>> control_token_inputs(const Control& ctl,
-                                                                                         const Record& record);
+// Adds the scheduler RAMs, the latches and the record choice to `c`; the unit's
+// token inputs are header fields of `records` (SCHED w m s B, CTA c, SYNC, RUN, EXEC)
+// and LAUNCH's DATA (build_launch_write). EXEC tokens get ctl.on and ctl.gen only:
+// ControlIn's fields come from the records (exec.*), fetch/decode and ALU stages.
+sdk::Expected<Control> build_control(weights::Circuit& c, const ControlIn& in, Records& records);
 
 // The 7-bit row value of a scheduler state (the encoding above).
 std::uint32_t sched_row_value(LaneStatus status, std::uint32_t block);

@@ -292,36 +292,42 @@ int memory_words(MemoryLayout layout) {
   return layout == MemoryLayout::kCompact ? kBanks * kRamRows / 2 : kBanks * kRamRows;
 }
 
-sdk::Expected<MemoryRams> build_memory_rams(Circuit& c, MemoryLayout layout) {
+sdk::Expected<MemoryRams> build_memory_rams(Circuit& c, MemoryLayout layout, Records& records) {
   const bool compact = layout == MemoryLayout::kCompact;
   const int spaces = compact ? 1 : 2;  // sets of bank RAMs
   MemoryRams m;
   m.layout = layout;
-  for (int k = 0; k < kBanks; ++k) {
-    auto r = c.input("wmem", "row" + std::to_string(k), kRowBits);
-    auto v = c.input("wmem", "value" + std::to_string(k), 32);
-    if (!r || !v)
-      return sdk::invalid_argument("memory: the WMEM inputs are declared twice (one set of RAMs per circuit)");
-    m.wmem_row[k] = *r;
-    m.wmem_value[k] = *v;
+  auto w = build_wmem_write(c, records);
+  if (!w) return w.status();
+  m.write = std::move(*w);
+  if (compact) {  // the token layout addresses 512 words; this layout holds 256
+    const int words = memory_words(layout);
+    records.check(RecordKind::kWmem, [words](const Record& r) -> sdk::Status {
+      if (r.word + r.count <= static_cast<std::uint32_t>(words)) return sdk::Status::ok();
+      return sdk::invalid_argument("WMEM record: words " + std::to_string(r.word) + ".." +
+                                   std::to_string(r.word + r.count - 1) + " run past the " + std::to_string(words) +
+                                   " words of a space in the compact memory layout (over by " +
+                                   std::to_string(r.word + r.count - words) + ")");
+    });
   }
-  auto we = c.input("wmem", "we", spaces * kBanks);
-  if (!we) return we.status();
-  m.wmem_we = *we;
   for (int s = 0; s < spaces; ++s)
     for (int k = 0; k < kBanks; ++k) {
       const std::string name =
           (compact ? std::string("bank") : std::string(s ? "shared.bank" : "global.bank")) + std::to_string(k);
       auto ram = c.add_ram("mem", name, kRamRows, 32);
       if (!ram) return ram.status();
-      QGPU_RETURN_IF_ERROR(c.ram_write(*ram, m.wmem_row[k], m.wmem_value[k], m.wmem_we[s * kBanks + k]));
+      // Row: word >> 2 (protocol); space·64 + (word >> 2) with word < 256 (compact).
+      Word addr = slice(m.write.row[k], 0, compact ? kRowBits - 1 : kRowBits);
+      if (compact) addr.push_back(m.write.row[k][kRowBits]);
+      const Bit we = compact ? m.write.bank_enable[k] : m.write.enable[s * kBanks + k];
+      QGPU_RETURN_IF_ERROR(c.ram_write(*ram, addr, m.write.value[k], we));
       m.rams.push_back(*ram);
     }
   return m;
 }
 
-sdk::Expected<Memory> build_memory(Circuit& c, MemoryLayout layout, const MemoryIn& in) {
-  auto rams = build_memory_rams(c, layout);
+sdk::Expected<Memory> build_memory(Circuit& c, MemoryLayout layout, Records& records, const MemoryIn& in) {
+  auto rams = build_memory_rams(c, layout, records);
   if (!rams) return rams.status();
   return build_memory(c, *rams, in);
 }
@@ -843,31 +849,6 @@ sdk::Expected<Memory> build_memory(Circuit& c, const MemoryRams& rams, const Mem
     QGPU_RETURN_IF_ERROR(mb.commit(owner + "." + lane_name(l) + ".out"));
   }
   return mem;
-}
-
-sdk::Expected<std::vector<std::pair<Word, std::uint64_t>>> wmem_token_inputs(const MemoryRams& m, const Record& r) {
-  if (r.kind != RecordKind::kWmem) return sdk::invalid_argument("wmem_token_inputs: not a WMEM record");
-  const int words = memory_words(m.layout);
-  if (r.count < 1 || r.count > static_cast<std::uint32_t>(kProtoRunWords))
-    return sdk::invalid_argument("WMEM record: " + std::to_string(r.count) + " words, a record holds 1.." +
-                                 std::to_string(kProtoRunWords));
-  if (r.word + r.count > static_cast<std::uint32_t>(words))
-    return sdk::invalid_argument("WMEM record: words " + std::to_string(r.word) + ".." +
-                                 std::to_string(r.word + r.count - 1) + " run past the " + std::to_string(words) +
-                                 " words of a space (over by " + std::to_string(r.word + r.count - words) + ")");
-  const bool compact = m.layout == MemoryLayout::kCompact;
-  std::vector<std::pair<Word, std::uint64_t>> in;
-  std::uint64_t we = 0;
-  for (std::uint32_t i = 0; i < r.count; ++i) {
-    const std::uint32_t w = r.word + i, bank = w & 3;
-    std::uint64_t row = w >> 2;
-    if (compact && r.shared) row += kRamRows / 2;
-    in.emplace_back(m.wmem_row[bank], row);
-    in.emplace_back(m.wmem_value[bank], r.values[i]);
-    we |= std::uint64_t{1} << ((compact ? 0 : (r.shared ? kBanks : 0)) + bank);
-  }
-  in.emplace_back(m.wmem_we, we);
-  return in;
 }
 
 }  // namespace qgpu::simt::circuit

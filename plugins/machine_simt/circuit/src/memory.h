@@ -51,6 +51,7 @@
 #include "protocol.h"
 #include "qgpu/sdk/status.h"
 #include "qgpu/weights/circuit.h"
+#include "records.h"
 
 namespace qgpu::simt::circuit {
 
@@ -79,15 +80,13 @@ struct MemoryLane {
   weights::Word value;     // where `writes`: the word's final value; else 0
 };
 
-// The banked RAMs of both spaces and the WMEM token inputs that write them
-// (one set per circuit, shared by every memory unit instance).
+// The banked RAMs of both spaces, written by WMEM records' tokens through
+// records.h's build_wmem_write (one set per circuit, shared by every memory
+// unit instance).
 struct MemoryRams {
   MemoryLayout layout = MemoryLayout::kProtocol;
-  // Embedding inputs of a WMEM token (one token per record, values included).
-  std::array<weights::Word, 4> wmem_row;    // per bank: the RAM row written (7 bits)
-  weights::Word wmem_we;                    // write enable per RAM (8: space·4 + bank; kCompact 4: bank)
-  std::array<weights::Word, 4> wmem_value;  // per bank: the word written
-  std::vector<int> rams;                    // kProtocol: space·4 + bank; kCompact: bank
+  WmemWrite write;        // the write ports' fields (layer 0); kCompact uses bank_enable
+  std::vector<int> rams;  // kProtocol: space·4 + bank; kCompact: bank
 };
 
 struct Memory {
@@ -95,22 +94,18 @@ struct Memory {
   std::array<MemoryLane, kProtoLanes> lane;
 };
 
-sdk::Expected<MemoryRams> build_memory_rams(weights::Circuit& c, MemoryLayout layout);
+// The RAMs and their WMEM write ports (build_wmem_write on `records`). With
+// kCompact, token_inputs refuses WMEM rows past its 256 words.
+sdk::Expected<MemoryRams> build_memory_rams(weights::Circuit& c, MemoryLayout layout, Records& records);
 
 // Adds one EXEC-token memory unit over `rams` to `c` (its fields are named
 // in.owner.*). Non-memory opcodes read and write nothing: loaded, writes and
 // value stay 0.
 sdk::Expected<Memory> build_memory(weights::Circuit& c, const MemoryRams& rams, const MemoryIn& in);
 // The RAMs and one unit.
-sdk::Expected<Memory> build_memory(weights::Circuit& c, MemoryLayout layout, const MemoryIn& in);
+sdk::Expected<Memory> build_memory(weights::Circuit& c, MemoryLayout layout, Records& records, const MemoryIn& in);
 
 // Whether the unit computes `op` (ld, st and every atom.*).
 bool memory_circuit_supports(Op op);
-
-// The token inputs of a WMEM record (one token; simplification: the values
-// travel in the token itself, not in DATA tokens). Errors name the field
-// that does not fit.
-sdk::Expected<std::vector<std::pair<weights::Word, std::uint64_t>>> wmem_token_inputs(const MemoryRams& m,
-                                                                                      const Record& record);
 
 }  // namespace qgpu::simt::circuit

@@ -61,6 +61,37 @@ WregPlan wreg_plan(const Record& r) {
   return p;
 }
 
+// Bank roles of a WMEM record's DATA tokens (docs/PROTOCOL.md §3.1): word i lives in bank
+// (a + i) & 3 at row (a + i) >> 2, i.e. the record's first row + 1 where (a & 3) + i >= 4.
+struct WmemPlan {
+  std::array<unsigned, 3> lo{}, hi{};  // per DATA position: the bank whose low byte / half / word, high byte completes
+  unsigned byte = 0;                   // bit p-1: byte format with a DATA p
+  unsigned word = 0;                   // word format (one word, completed at DATA 2)
+  unsigned zero = 0;                   // zero format: the banks the header itself clears
+  unsigned wrap = 0;                   // banks written at the record's first row + 1
+};
+
+WmemPlan wmem_plan(const Record& r) {
+  WmemPlan p;
+  for (std::uint32_t i = 0; i < r.count && i < static_cast<std::uint32_t>(kProtoRunWords); ++i) {
+    const unsigned bank = 1u << ((r.word + i) & 3);
+    if ((r.word & 3) + i >= 4) p.wrap |= bank;
+    switch (r.format) {
+      case ValueFormat::kZero: p.zero |= bank; break;
+      case ValueFormat::kByte:  // words 2i and 2i+1 in DATA i+1 (low, high byte)
+        if (i < 6) (i % 2 ? p.hi : p.lo)[i / 2] |= bank, p.byte |= 1u << (i / 2);
+        break;
+      case ValueFormat::kHalf:
+        if (i < 3) p.lo[i] |= bank;
+        break;
+      case ValueFormat::kWord:  // DATA 1 low, DATA 2 high (more words: a reserved row)
+        if (i == 0) p.lo[1] |= bank, p.word = 1;
+        break;
+    }
+  }
+  return p;
+}
+
 // The bits of lane mask `m` that lie in `lanes`, packed (lane order); an error if
 // some lane of m has no bit there (a row the layout cannot hold; never for a
 // non-reserved row).
@@ -116,6 +147,14 @@ sdk::Expected<Word> Records::add_header_field(Circuit& c, RecordKind kind, const
 void Records::bind(RecordKind kind, const Word& word,
                    std::function<sdk::Expected<std::uint64_t>(const Record&)> value) {
   header_fields.push_back(HeaderField{kind, word, std::move(value)});
+}
+
+void Records::check(RecordKind kind, std::function<sdk::Status(const Record&)> fn) {
+  header_fields.push_back(
+      HeaderField{kind, Word{}, [fn = std::move(fn)](const Record& r) -> sdk::Expected<std::uint64_t> {
+                    QGPU_RETURN_IF_ERROR(fn(r));
+                    return 0;
+                  }});
 }
 
 sdk::Expected<Records> build_records(Circuit& c, int rom_slots, std::int64_t base) {
@@ -280,6 +319,165 @@ sdk::Expected<Records> build_records(Circuit& c, int rom_slots, std::int64_t bas
   return rec;
 }
 
+sdk::Expected<WmemWrite> build_wmem_write(Circuit& c, Records& rec) {
+  using Value = std::function<sdk::Expected<std::uint64_t>(const Record&)>;
+  auto field = [&](const std::string& name, int width, Value v) -> sdk::Expected<Word> {
+    return rec.add_header_field(c, RecordKind::kWmem, "wmem", name, width, std::move(v));
+  };
+  auto plan = [](unsigned WmemPlan::*m) {
+    return [m](const Record& r) -> sdk::Expected<std::uint64_t> { return wmem_plan(r).*m; };
+  };
+  // The record's first row shares rec.row (a token is one kind).
+  rec.bind(RecordKind::kWmem, rec.row, [](const Record& r) -> sdk::Expected<std::uint64_t> { return r.word >> 2; });
+  auto shared = field("shared", 1, [](const Record& r) -> sdk::Expected<std::uint64_t> { return r.shared ? 1 : 0; });
+  auto wrap = field("wrap", kProtoLanes, plan(&WmemPlan::wrap));
+  auto zero = field("zero", kProtoLanes, plan(&WmemPlan::zero));
+  auto byte = field("byte", 2, plan(&WmemPlan::byte));
+  auto word = field("word", 1, plan(&WmemPlan::word));
+  for (const auto* f : {&shared, &wrap, &zero, &byte, &word})
+    if (!*f) return f->status();
+  std::array<Word, 3> lo_in, hi_in;
+  for (int p = 0; p < 3; ++p) {
+    const std::string n = std::to_string(p + 1);
+    auto lo = field("lo" + n, kProtoLanes, [p](const Record& r) -> sdk::Expected<std::uint64_t> {
+      return wmem_plan(r).lo[static_cast<std::size_t>(p)];
+    });
+    if (!lo) return lo.status();
+    lo_in[p] = *lo;
+    if (p < 2) {
+      auto hi = field("hi" + n, kProtoLanes, [p](const Record& r) -> sdk::Expected<std::uint64_t> {
+        return wmem_plan(r).hi[static_cast<std::size_t>(p)];
+      });
+      if (!hi) return hi.status();
+      hi_in[p] = *hi;
+    }
+  }
+  // --- Layer 0's Gated DeltaNet: per lag p, lo_p | hi_p | wrap | shared | byte(p) | word(2):
+  // 14, 15 and 9 bits (one head each). The first row is rec.row in the records' window.
+  struct Lag {
+    Word lo, hi, wrap, row;
+    Bit shared;
+  };
+  std::array<Lag, 4> at;  // at[0]: the current token (a zero-format header); at[p]: lag p
+  at[0] = Lag{*zero, {}, *wrap, rec.row, (*shared)[0]};
+  Bit byte1{}, byte2{}, word2{};
+  for (int p = 0; p < 3; ++p) {
+    Word src = lo_in[p];
+    append(src, hi_in[p]);
+    append(src, *wrap);
+    src.push_back((*shared)[0]);
+    if (p < 2) src.push_back((*byte)[p]);
+    if (p == 1) src.push_back((*word)[0]);
+    auto w = c.previous("wmem.lag" + std::to_string(p + 1), src, p + 1, std::nullopt);
+    if (!w) return w.status();
+    const int nhi = static_cast<int>(hi_in[p].size());
+    Lag& l = at[p + 1];
+    l.lo = slice(*w, 0, kProtoLanes);
+    l.hi = slice(*w, kProtoLanes, nhi);
+    l.wrap = slice(*w, kProtoLanes + nhi, kProtoLanes);
+    l.shared = (*w)[static_cast<std::size_t>(2 * kProtoLanes + nhi)];
+    l.row = slice(rec.window[p], 0, kRowBits);
+    const std::size_t flags = static_cast<std::size_t>(2 * kProtoLanes + nhi + 1);
+    if (p == 0) byte1 = (*w)[flags];
+    if (p == 1) byte2 = (*w)[flags], word2 = (*w)[flags + 1];
+  }
+
+  // --- Layer 0's MLP. Only the live header (the current zero-format one, or the one whose
+  // DATA the current token is) has nonzero roles, so role sums over positions are 0 or 1.
+  WmemWrite out;
+  auto en = c.computed("wmem", "write_enable", 2 * kProtoLanes);
+  auto ben = c.computed("wmem", "bank_enable", kProtoLanes);
+  if (!en || !ben) return sdk::invalid_argument("wmem: the write fields are declared twice (one per circuit)");
+  out.enable = *en;
+  out.bank_enable = *ben;
+  weights::MlpOp op;
+  const Word& cur = rec.data_value;
+  const Word d1 = slice(rec.window[0], kRowBits, kDataBits);  // the DATA payload at lag 1
+  for (int b = 0; b < kProtoLanes; ++b) {
+    auto row = c.computed("wmem", "row" + std::to_string(b), kRowBits + 1);
+    auto val = c.computed("wmem", "value" + std::to_string(b), 32);
+    if (!row || !val) return sdk::invalid_argument("wmem: the write fields are declared twice (one per circuit)");
+    out.row[b] = *row;
+    out.value[b] = *val;
+    std::vector<Term> any;  // every role of bank b at every position (0 or 1 in a valid stream)
+    std::vector<Term> L, H;
+    for (int p = 0; p < 4; ++p) {
+      const Lag& l = at[static_cast<std::size_t>(p)];
+      std::vector<Term> role{Term{l.lo[b], 1}};
+      if (!l.hi.empty()) role.push_back(Term{l.hi[b], 1});
+      any.insert(any.end(), role.begin(), role.end());
+      if (p > 0) {
+        L.push_back(Term{l.lo[b], 1});
+        if (!l.hi.empty()) H.push_back(Term{l.hi[b], 1});
+      }
+      auto with = [&](std::vector<Term> t) {
+        t.insert(t.begin(), role.begin(), role.end());
+        return t;
+      };
+      // Enables per space, and the row: the record's first row, + 1 where the bank wraps
+      // (bit j flips when bits 0..j-1 are all 1).
+      for (int s = 0; s < 2; ++s)
+        op.neurons.push_back(gated(with({Term{s ? l.shared : !l.shared, 1}}), -3, kUpOne,
+                                   out.enable[static_cast<std::size_t>(s * 4 + b)]));
+      for (int j = 0; j < kRowBits; ++j) {
+        op.neurons.push_back(gated(role, -1, up_bit(l.row[j]), (*row)[j]));
+        std::vector<Term> carry{Term{l.wrap[b], 1}};
+        for (int k = 0; k < j; ++k) carry.push_back(Term{l.row[k], 1});
+        op.neurons.push_back(gated(with(carry), 1 - 2 * (2 + j), Affine{{Term{l.row[j], -2}}, 1}, (*row)[j]));
+      }
+      op.neurons.push_back(gated(with({Term{l.shared, 1}}), -3, kUpOne, (*row)[kRowBits]));
+    }
+    op.neurons.push_back(gated(any, -1, kUpOne, out.bank_enable[b]));
+    // The value, as for a WREG lane (records' layer 0 MLP): low byte / half, high byte,
+    // word, byte sign, half sign.
+    auto with = [](std::vector<Term> t, std::initializer_list<Term> more) {
+      t.insert(t.end(), more);
+      return t;
+    };
+    const std::vector<Term> lo_not_word = with(L, {Term{word2, -1}});
+    const std::vector<Term> lo_word = with(L, {Term{word2, 1}});
+    const std::vector<Term> lo_byte = with(L, {Term{byte1, 1}, Term{byte2, 1}});
+    const std::vector<Term> lo_half = with(L, {Term{byte1, -1}, Term{byte2, -1}, Term{word2, -1}});
+    for (int j = 0; j < 32; ++j) {
+      const Bit o = (*val)[j];
+      if (j < 8) op.neurons.push_back(gated(lo_not_word, -1, up_bit(cur[j]), o));
+      op.neurons.push_back(gated(H, -1, up_bit(cur[j < 8 ? 8 + j : 15]), o));
+      op.neurons.push_back(gated(lo_word, -3, up_bit(j < 16 ? d1[j] : cur[j - 16]), o));
+      if (j >= 8) {
+        op.neurons.push_back(gated(lo_byte, -3, up_bit(cur[7]), o));
+        op.neurons.push_back(gated(lo_half, -1, up_bit(cur[j < 16 ? j : 15]), o));
+      }
+    }
+  }
+  QGPU_RETURN_IF_ERROR(c.add_mlp("wmem.write", std::move(op)));
+  return out;
+}
+
+namespace {
+// A 1-bit header field of `kind` read back at lag 1 (its own head).
+sdk::Expected<Bit> lag1_flag(Circuit& c, Records& rec, RecordKind kind, const std::string& owner) {
+  auto is =
+      rec.add_header_field(c, kind, owner, "is", 1, [](const Record&) -> sdk::Expected<std::uint64_t> { return 1; });
+  if (!is) return is.status();
+  auto w = c.previous(owner + ".lag1", *is, 1, std::nullopt);
+  if (!w) return w.status();
+  return (*w)[0];
+}
+}  // namespace
+
+sdk::Expected<LaunchWrite> build_launch_write(Circuit& c, Records& rec) {
+  auto en = lag1_flag(c, rec, RecordKind::kLaunch, "launch");
+  if (!en) return en.status();
+  return LaunchWrite{*en, slice(rec.data_value, 0, 6), slice(rec.data_value, 8, 8)};
+}
+
+sdk::Expected<LiveWrite> build_live_write(Circuit& c, Records& rec) {
+  auto en = lag1_flag(c, rec, RecordKind::kLive, "live");
+  if (!en) return en.status();
+  rec.bind(RecordKind::kLive, rec.row, [](const Record& r) -> sdk::Expected<std::uint64_t> { return r.block; });
+  return LiveWrite{*en, slice(rec.window[0], 0, kBlockBits), rec.data_value};
+}
+
 sdk::Expected<Record> record_of_token(std::int64_t id, std::int64_t base) {
   const std::string where = "token id " + std::to_string(id);
   const std::int64_t end = base + vocabulary_rows();
@@ -312,7 +510,7 @@ sdk::Expected<TokenInputs> token_inputs(const Records& rec, std::int64_t id) {
     if (f.kind != r->kind) continue;
     auto x = f.value(*r);
     if (!x) return x.status().with_context("token id " + std::to_string(id));
-    v.emplace_back(f.word, *x);
+    if (!f.word.empty()) v.emplace_back(f.word, *x);
   }
   return v;
 }

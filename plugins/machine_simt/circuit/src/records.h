@@ -14,6 +14,10 @@
 // per lag); the ROM write takes views of it (no neurons); layer 0's MLP
 // computes the register write (row, lane enables, one value word per lane).
 // The RAM replicas that these writes feed therefore sit in layer 1 or later.
+// The memory, control and write-back units add the WMEM bank writes (3 more
+// heads + MLP), the LAUNCH latch and the LIVE row writes (one 1-bit head each)
+// with build_wmem_write / build_launch_write / build_live_write, and their
+// header-only fields (SCHED, CTA, SYNC, RUN) with add_header_field / bind.
 #pragma once
 
 #include <array>
@@ -62,6 +66,30 @@ struct WregWrite {
 inline constexpr std::array<unsigned, 3> kWregLoLanes = {0b1111, 0b1111, 0b1100};
 inline constexpr std::array<unsigned, 3> kWregHiLanes = {0b1110, 0b1000, 0b0000};
 
+// The memory-bank write of the token that completes WMEM words (layer 0's MLP,
+// build_wmem_write): bank b holds word w where w & 3 = b, at row w >> 2.
+struct WmemWrite {
+  std::array<weights::Word, 4> row;    // per bank, 8 bits: (word >> 2) in bits 0-6, the space (1 = shared) in bit 7
+  weights::Word enable;                // 8 bits: space·4 + bank
+  weights::Word bank_enable;           // 4 bits: bank, either space
+  std::array<weights::Word, 4> value;  // per bank, 32 bits (0 where the bank is not written)
+};
+
+// The launch-constant latch write of a LAUNCH record's DATA token (header at lag 1):
+// views of the window and of the current payload `threads | grid << 8`, no neurons.
+struct LaunchWrite {
+  weights::Bit enable;    // the header at lag 1 is LAUNCH
+  weights::Word threads;  // 6 bits: payload bits 0-5 (threads per thread block <= 32)
+  weights::Word grid;     // 8 bits: payload bits 8-15 (thread blocks <= 128)
+};
+
+// The live-in row write of a LIVE record's DATA token (header at lag 1): views, no neurons.
+struct LiveWrite {
+  weights::Bit enable;  // the header at lag 1 is LIVE B
+  weights::Word row;    // 5 bits: B
+  weights::Word mask;   // 16 bits: bit r = register r live at B's entry
+};
+
 struct Records {
   std::int64_t base = kQwen35VocabRows;  // first machine token id
   int rom_slots = 0;                     // ROM rows per block held by the circuit
@@ -89,11 +117,27 @@ struct Records {
   // Sets an existing input field on headers of another kind too (a field shared by kinds).
   void bind(RecordKind kind, const weights::Word& word,
             std::function<sdk::Expected<std::uint64_t>(const Record&)> value);
+  // A check of headers of `kind` without a field (a row the circuit cannot hold): an
+  // error from `check` makes token_inputs refuse the id.
+  void check(RecordKind kind, std::function<sdk::Status(const Record&)> check);
 };
 
 // Declares the record inputs and the reassembly stage for a ROM of `rom_slots`
 // rows per block (1..kProtoRowsPerBlock); `base` is the first machine token id.
 sdk::Expected<Records> build_records(weights::Circuit& c, int rom_slots, std::int64_t base = kQwen35VocabRows);
+
+// WMEM records (docs/PROTOCOL.md §11): declares the WMEM header fields, one
+// previous() head per lag for their DATA roles, and layer 0's MLP that, on the
+// token completing words (the header itself for format zero, else the DATA
+// token holding the word's last byte / half / high half), gives each written
+// bank its row, enable and value. One per circuit.
+sdk::Expected<WmemWrite> build_wmem_write(weights::Circuit& c, Records& records);
+// LAUNCH records: a 1-bit header field read at lag 1 (one head); the latch data
+// are views of the DATA payload. One per circuit.
+sdk::Expected<LaunchWrite> build_launch_write(weights::Circuit& c, Records& records);
+// LIVE records: a 1-bit header field read at lag 1 (one head); the block is the
+// shared rec.row at lag 1, the mask the DATA payload. One per circuit.
+sdk::Expected<LiveWrite> build_live_write(weights::Circuit& c, Records& records);
 
 // The header a machine token id denotes (kind and header fields; payload fields
 // 0), or for a DATA id a kData record with `data` set. Errors: a text token, an
