@@ -9,6 +9,9 @@
 // row (EXEC warp, decoded register field) — one read port each, in a layer
 // after the decode MLP — and an MLP turns the read into the operand value in
 // place (docs/PROTOCOL.md §11.2 "Register file and operand reads").
+// The machine uses operands.h instead: one slot at a time, with the bypass from
+// earlier slots and the special words; build_register_file(c, fd, {}) gives the
+// RAMs alone for it.
 #pragma once
 
 #include <array>
