@@ -41,7 +41,7 @@ struct Unit {
   bool ok = false;
 
   explicit Unit(bool staged, int parallel_lanes = 1, std::int64_t hidden = qwen2b_shapes().hidden_size,
-                circuit::MadAddend addend = circuit::MadAddend::kRow) {
+                circuit::MadAddend addend = circuit::MadAddend::kRow, bool reuse_channels = true) {
     in.parallel_lanes = parallel_lanes;
     in.addend = addend;
     auto input = [&](const std::string& name, int width) {
@@ -77,6 +77,7 @@ struct Unit {
     weights::Target t;
     t.shapes = qwen2b_shapes();
     t.shapes.hidden_size = hidden;
+    t.reuse_channels = reuse_channels;
     auto r = weights::compile(c, t);
     if (!r) {
       error = r.status().message();
@@ -309,11 +310,11 @@ TEST(CircuitMul, AddendInTheWindowsTradesNeuronsForChannels) {
 
 // Fewer layers for more channels: 2 lanes side by side take 6 layers (lane 3's rows
 // do not fit beside two lanes' windows in 6,144 neurons), 4 take 5 (nor do four
-// lanes' rows), and neither fits the Qwen3.5-2B residual beside its operands:
-// measured and checked here at a hidden size of 8,192.
+// lanes' rows); with a plain allocation neither fits the Qwen3.5-2B residual beside
+// its operands (with channel reuse 2 lanes do): checked here at a hidden size of 8,192.
 TEST(CircuitMul, ParallelLanesTradeChannelsForLayers) {
   for (const auto& [parallel, layers] : {std::pair{2, 6}, std::pair{4, 5}}) {
-    const Unit narrow(false, parallel);
+    const Unit narrow(false, parallel, qwen2b_shapes().hidden_size, circuit::MadAddend::kRow, /*reuse_channels=*/false);
     ASSERT_FALSE(narrow.ok);
     std::printf("%d lanes side by side at hidden 2048: %s\n", parallel, narrow.error.c_str());
     EXPECT_NE(narrow.error.find("residual"), std::string::npos) << narrow.error;

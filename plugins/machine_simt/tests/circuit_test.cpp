@@ -789,7 +789,9 @@ TEST(Circuit, RegisterFileOperandCMatchesModel) {
 }
 
 // One slot's a and b (256 bits of operands) no longer fit beside the records stage.
-TEST(Circuit, RegisterFileOperandsABOfOneSlotExceedTheQwen2bResidual) {
+// One slot's a and b beside the records and fetch/decode stages: over the
+// Qwen3.5-2B residual with a plain allocation, inside it with channel reuse.
+TEST(Circuit, RegisterFileOperandsABOfOneSlotFitOnlyWithChannelReuse) {
   weights::Circuit c;
   auto fd = circuit::build_fetch_decode(c, kSlots);
   ASSERT_TRUE(fd.has_value());
@@ -797,10 +799,17 @@ TEST(Circuit, RegisterFileOperandsABOfOneSlotExceedTheQwen2bResidual) {
   ASSERT_TRUE(rf.has_value()) << rf.status().to_string();
   weights::Target t;
   t.shapes = qwen2b_shapes();
-  auto cc = weights::compile(c, t);
-  ASSERT_FALSE(cc.has_value());
-  std::printf("slot 0 a, b: %s\n", cc.status().message().c_str());
-  EXPECT_NE(cc.status().message().find("residual"), std::string::npos) << cc.status().message();
+  t.reuse_channels = false;
+  auto plain = weights::compile(c, t);
+  ASSERT_FALSE(plain.has_value());
+  std::printf("slot 0 a, b, plain allocation: %s\n", plain.status().message().c_str());
+  EXPECT_NE(plain.status().message().find("residual"), std::string::npos) << plain.status().message();
+  t.reuse_channels = true;
+  auto reused = weights::compile(c, t);
+  ASSERT_TRUE(reused.has_value()) << reused.status().to_string();
+  std::printf("slot 0 a, b, channel reuse: %d channels, live peak %d bits, %zu clears\n",
+              reused->allocation.channels_used, reused->allocation.live_peak, reused->allocation.clears.size());
+  EXPECT_LE(reused->allocation.channels_used, t.shapes.hidden_size);
 }
 
 // Every format × lane mask (1..15) as one record, with the sign-extension edges; each write is

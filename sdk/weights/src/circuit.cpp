@@ -146,24 +146,27 @@ sdk::Status Circuit::ram_write(int ram, const Word& addr, const Word& data, std:
   return sdk::Status::ok();
 }
 
-sdk::Expected<Word> Circuit::ram_read(int ram, const std::string& name, const Word& addr, std::optional<Bit> enable) {
-  if (ram < 0 || ram >= static_cast<int>(rams_.size())) return sdk::invalid_argument("ram_read: unknown ram");
+sdk::Status Circuit::check_read_port(int ram, const Word& addr, const std::string& what) const {
+  if (ram < 0 || ram >= static_cast<int>(rams_.size())) return sdk::invalid_argument(what + ": unknown ram");
   const Ram& r = rams_[ram];
   std::string rn = r.owner + "." + r.name;
   if (!r.has_write) return sdk::invalid_argument("ram " + rn + ": read port before any write port");
   if (addr.empty() || addr.size() > 30 || (1LL << addr.size()) < r.rows)
     return sdk::invalid_argument("ram " + rn + ": read address of " + std::to_string(addr.size()) +
                                  " bits cannot reach " + std::to_string(r.rows) + " rows");
-  auto out = computed(r.owner, name, r.width);
-  if (!out) return out.status();
+  return sdk::Status::ok();
+}
+
+sdk::Expected<Op> Circuit::read_port(int ram, const Word& addr, std::optional<Bit> enable,
+                                     const std::string& name) const {
+  const Ram& r = rams_[ram];
   Op o;
-  o.name = rn + ".read." + name;
+  o.name = r.owner + "." + r.name + ".read." + name;
   o.is_mlp = false;
   o.gdn.kind = GdnOp::Kind::kRamRead;
   o.gdn.ram = ram;
   o.gdn.addr = addr;
   o.gdn.enable = enable;
-  o.gdn.out_field = out->front().field;
   for (Bit b : addr) add_unique(o.reads, b);
   if (enable) add_unique(o.reads, *enable);
   // The replica's write port is part of this op: its inputs must be ready in the same layer.
@@ -171,10 +174,97 @@ sdk::Expected<Word> Circuit::ram_read(int ram, const std::string& name, const Wo
   for (Bit b : r.wr_data) add_unique(o.reads, b);
   if (r.wr_enable) add_unique(o.reads, *r.wr_enable);
   QGPU_RETURN_IF_ERROR(check_reads(o.name, o.reads));
-  for (Bit b : *out) o.writes.push_back(b);
-  int index = static_cast<int>(ops_.size());
-  for (Bit b : *out) writer_[b.field][b.bit] = index;
+  return o;
+}
+
+void Circuit::add_port(Op o, int out_field, int offset) {
+  const int width = rams_[o.gdn.ram].width;
+  o.gdn.out_field = out_field;
+  o.gdn.out_offset = offset;
+  const int index = static_cast<int>(ops_.size());
+  for (int b = offset; b < offset + width; ++b) {
+    o.writes.push_back(Bit{out_field, b, false});
+    if (writer_[out_field][b] < 0) writer_[out_field][b] = index;  // shared bits: the first port
+  }
   ops_.push_back(std::move(o));
+}
+
+sdk::Expected<Word> Circuit::ram_read(int ram, const std::string& name, const Word& addr, std::optional<Bit> enable) {
+  QGPU_RETURN_IF_ERROR(check_read_port(ram, addr, "ram_read"));
+  auto o = read_port(ram, addr, enable, name);
+  if (!o) return o.status();
+  const Ram& r = rams_[ram];
+  auto out = computed(r.owner, name, r.width);
+  if (!out) return out.status();
+  add_port(std::move(*o), out->front().field, 0);
+  return out;
+}
+
+sdk::Status Circuit::declare_one_hot(const Word& bits) {
+  if (bits.empty()) return sdk::invalid_argument("declare_one_hot: no bits");
+  for (std::size_t i = 0; i < bits.size(); ++i) {
+    const Bit& b = bits[i];
+    if (b.field < 0 || b.field >= static_cast<int>(fields_.size()) || b.bit < 0 || b.bit >= fields_[b.field].width)
+      return sdk::invalid_argument("declare_one_hot: an invalid bit");
+    if (b.neg || b.field != bits.front().field)
+      return sdk::invalid_argument("declare_one_hot: " + bit_name(b) +
+                                   ": the bits must be positive bits of one field (" +
+                                   fields_[bits.front().field].full_name() + ")");
+    if (std::find(bits.begin(), bits.begin() + static_cast<std::ptrdiff_t>(i), b) !=
+        bits.begin() + static_cast<std::ptrdiff_t>(i))
+      return sdk::invalid_argument("declare_one_hot: " + bit_name(b) + " named twice");
+  }
+  one_hot_.push_back(bits);
+  return sdk::Status::ok();
+}
+
+bool Circuit::exclusive(Bit a, Bit b) const {
+  if (a.neg || b.neg || a == b) return false;
+  for (const Word& g : one_hot_)
+    if (std::find(g.begin(), g.end(), a) != g.end() && std::find(g.begin(), g.end(), b) != g.end()) return true;
+  return false;
+}
+
+sdk::Expected<Word> Circuit::ram_read_shared(const std::string& owner, const std::string& name,
+                                             const std::vector<RamReadSpec>& ports) {
+  const std::string what = "ram_read_shared " + owner + "." + name;
+  if (ports.empty()) return sdk::invalid_argument(what + ": no read ports");
+  int width = 0;
+  std::vector<Op> ops;
+  for (std::size_t k = 0; k < ports.size(); ++k) {
+    const RamReadSpec& p = ports[k];
+    const std::string pw = what + ": port " + std::to_string(k);
+    QGPU_RETURN_IF_ERROR(check_read_port(p.ram, p.addr, pw));
+    if (p.offset < 0) return sdk::invalid_argument(pw + ": negative offset " + std::to_string(p.offset));
+    auto o = read_port(p.ram, p.addr, p.enable, name + ".port" + std::to_string(k));
+    if (!o) return o.status();
+    ops.push_back(std::move(*o));
+    width = std::max(width, p.offset + rams_[p.ram].width);
+  }
+  std::vector<int> cover(static_cast<std::size_t>(width), 0);
+  for (const RamReadSpec& p : ports)
+    for (int b = p.offset; b < p.offset + rams_[p.ram].width; ++b) ++cover[b];
+  for (int b = 0; b < width; ++b)
+    if (cover[b] == 0) return sdk::invalid_argument(what + ": bit " + std::to_string(b) + " is written by no port");
+  // Overlapping ports must never be enabled together: a second row would add to the first.
+  auto describe = [&](std::size_t k) {
+    const Ram& r = rams_[ports[k].ram];
+    return "port " + std::to_string(k) + " (ram " + r.owner + "." + r.name + ", enable " + bit_name(ports[k].enable) +
+           ")";
+  };
+  for (std::size_t i = 0; i < ports.size(); ++i)
+    for (std::size_t j = i + 1; j < ports.size(); ++j) {
+      const int lo = std::max(ports[i].offset, ports[j].offset);
+      const int hi = std::min(ports[i].offset + rams_[ports[i].ram].width, ports[j].offset + rams_[ports[j].ram].width);
+      if (lo >= hi || exclusive(ports[i].enable, ports[j].enable)) continue;
+      return sdk::invalid_argument(what + ": " + describe(i) + " and " + describe(j) + " both write bits " +
+                                   std::to_string(lo) + ".." + std::to_string(hi - 1) +
+                                   " but their enables are not distinct bits of one group declared one-hot "
+                                   "(Circuit::declare_one_hot, or a lookup whose cubes set at most one bit)");
+    }
+  auto out = computed(owner, name, width);
+  if (!out) return out.status();
+  for (std::size_t k = 0; k < ports.size(); ++k) add_port(std::move(ops[k]), out->front().field, ports[k].offset);
   return out;
 }
 

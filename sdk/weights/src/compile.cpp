@@ -130,7 +130,8 @@ sdk::Expected<Schedule> schedule(const Circuit& circuit, const Target& target) {
     }
     out.op_layer[i] = layer;
     const int done = op.is_mlp ? 2 * layer + 1 : 2 * layer;
-    for (const Bit& b : op.writes) ready[b.field][b.bit] = done;
+    for (const Bit& b : op.writes)
+      ready[b.field][b.bit] = std::max(ready[b.field][b.bit], done);  // shared reads: the last port
     for (const Bit& b : op.reads) {
       int root = root_of(circuit, b.field);
       last_read[root] = std::max(last_read[root], layer);
@@ -232,15 +233,61 @@ sdk::Expected<Allocation> allocate_plain(const Circuit& circuit, const Target& t
 
 }  // namespace
 
-sdk::Expected<Allocation> allocate(const Circuit& circuit, const Target& target) {
-  QGPU_RETURN_IF_ERROR(check_shapes(target.shapes));
-  if (!target.reuse_channels) return allocate_plain(circuit, target);
-  auto sched = schedule(circuit, target);  // live ranges need the layers
-  if (!sched) return sched.status();
-  return allocate(circuit, target, *sched);
+namespace {
+
+// Moves the mute channel from channel 1 to Target::mute_index by a permutation of
+// channels that keeps every dual-rail pair adjacent (the allocators put pairs at
+// even channels from 2): odd m: 0 -> 0, 1 -> m, [2, m] -> [1, m-1]; even m:
+// 0 -> m+1, 1 -> m, [2, m+1] -> [0, m-1]; every other channel stays. A field
+// crossing m keeps its pairs and is scattered around the mute channel.
+sdk::Status place_mute(const Circuit& circuit, const Target& target, Allocation& a) {
+  const int m = target.mute_index;
+  if (m < 0) return sdk::Status::ok();
+  const std::int64_t H = target.shapes.hidden_size;
+  if (!target.mute_channel) return sdk::invalid_argument("Target::mute_index is set but Target::mute_channel is off");
+  if (m >= H || (m % 2 == 0 && m + 1 >= H))
+    return sdk::invalid_argument("Target::mute_index " + std::to_string(m) + " outside the residual: hidden size " +
+                                 std::to_string(H) + (m < H ? " leaves no channel after it for the bias channel" : ""));
+  if (a.const_hi != 0 || a.mute != 1) return sdk::internal_error("place_mute: allocation not in the standard layout");
+  const auto phi = [m](int ch) {
+    if (m % 2 == 1) return ch == 0 ? 0 : ch == 1 ? m : (ch >= 2 && ch <= m) ? ch - 1 : ch;
+    return ch == 0 ? m + 1 : ch == 1 ? m : (ch >= 2 && ch <= m + 1) ? ch - 2 : ch;
+  };
+  const auto& fields = circuit.fields();
+  std::vector<int> base(fields.size(), -1);
+  std::vector<std::vector<int>> bits(fields.size());
+  bool scattered = false;
+  for (std::size_t f = 0; f < fields.size(); ++f) {
+    if (fields[f].alias_of >= 0) continue;
+    bool contiguous = true;
+    std::vector<int> pos;
+    for (int b = 0; b < fields[f].width; ++b) {
+      pos.push_back(phi(a.rail(Bit{static_cast<int>(f), b, false})));
+      contiguous = contiguous && pos.back() == pos.front() + 2 * b;
+    }
+    base[f] = pos.front();
+    if (!contiguous) {
+      bits[f] = std::move(pos);
+      scattered = true;
+    }
+  }
+  for (std::size_t f = 0; f < fields.size(); ++f)
+    if (fields[f].alias_of >= 0) {
+      base[f] = base[fields[f].alias_of];
+      bits[f] = bits[fields[f].alias_of];
+    }
+  int used = 0;
+  for (int ch = 0; ch < a.channels_used; ++ch) used = std::max(used, phi(ch) + 1);
+  a.field_base = std::move(base);
+  a.bit_channel = scattered ? std::move(bits) : std::vector<std::vector<int>>{};
+  for (int& ch : a.pad_channel) ch = phi(ch);
+  a.const_hi = phi(0);
+  a.mute = m;
+  a.channels_used = used;
+  return sdk::Status::ok();
 }
 
-sdk::Expected<Allocation> allocate(const Circuit& circuit, const Target& target, const Schedule& sched) {
+sdk::Expected<Allocation> allocate_logical(const Circuit& circuit, const Target& target, const Schedule& sched) {
   QGPU_RETURN_IF_ERROR(check_shapes(target.shapes));
   if (target.reuse_channels && target.reuse_eagerly) return detail::allocate_reusing(circuit, target, sched);
   auto plain = allocate_plain(circuit, target);
@@ -255,6 +302,26 @@ sdk::Expected<Allocation> allocate(const Circuit& circuit, const Target& target,
   }
   if (plain) plain->live_peak = detail::live_peak(circuit, live_ranges(circuit, target, sched));
   return plain;
+}
+
+}  // namespace
+
+sdk::Expected<Allocation> allocate(const Circuit& circuit, const Target& target) {
+  QGPU_RETURN_IF_ERROR(check_shapes(target.shapes));
+  if (target.reuse_channels) {
+    auto sched = schedule(circuit, target);  // live ranges need the layers
+    if (!sched) return sched.status();
+    return allocate(circuit, target, *sched);
+  }
+  auto a = allocate_plain(circuit, target);
+  if (a) QGPU_RETURN_IF_ERROR(place_mute(circuit, target, *a));
+  return a;
+}
+
+sdk::Expected<Allocation> allocate(const Circuit& circuit, const Target& target, const Schedule& sched) {
+  auto a = allocate_logical(circuit, target, sched);
+  if (a) QGPU_RETURN_IF_ERROR(place_mute(circuit, target, *a));
+  return a;
 }
 
 std::int64_t clear_neurons(const Circuit& circuit, const Allocation& allocation, int layer) {
@@ -323,7 +390,7 @@ sdk::Status check_schedule(const Circuit& circuit, const Target& target, const S
       if (ready[b.field][b.bit] >= at)
         return sdk::invalid_argument("schedule: op " + op.name + " in layer " + std::to_string(layer) + " reads " +
                                      circuit.bit_name(b) + " before it is computed");
-    for (const Bit& b : op.writes) ready[b.field][b.bit] = at;
+    for (const Bit& b : op.writes) ready[b.field][b.bit] = std::max(ready[b.field][b.bit], at);
   }
   // Budgets and head ranges.
   const auto& s = target.shapes;
@@ -471,7 +538,11 @@ sdk::Expected<std::vector<Layer>> emit(const Circuit& circuit, const Target& tar
               Bit d = data[lo + j];
               qkv.add(ch0, alloc.rail(d), U);
               qkv.add(ch1, alloc.rail(!d), U);
-              Bit o{gop.out_field, lo + j, false};
+              if (!is_read) {  // an earlier text token in the conv window reads as 0 (silu of -huge)
+                em.mute(qkv, ch0);
+                em.mute(qkv, ch1);
+              }
+              Bit o{gop.out_field, gop.out_offset + lo + j, false};
               ob.add(alloc.rail(o), vh * dv + 2 * j, u / Z);
               ob.add(alloc.rail(!o), vh * dv + 2 * j, -u / Z);
               Affine zf = gop.enable ? Affine{{Term{*gop.enable, Z}, Term{!*gop.enable, -Z}}, 0} : Affine{{}, Z};
@@ -479,6 +550,7 @@ sdk::Expected<std::vector<Layer>> emit(const Circuit& circuit, const Target& tar
               em.mute(zb, vh * dv + 2 * j);
             } else {  // a constant 1 keeps a quarter of the row at U: the read magnitude stays exact
               qkv.add(ch0, alloc.rail(circuit.one()), U);
+              if (!is_read) em.mute(qkv, ch0);
             }
             g.conv1d[static_cast<std::size_t>(ch0 * kern + v_tap)] = 1;
             g.conv1d[static_cast<std::size_t>(ch1 * kern + v_tap)] = 1;

@@ -1,6 +1,7 @@
 #include "qgpu/weights/primitives.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 
 namespace qgpu::weights {
@@ -477,8 +478,8 @@ sdk::Expected<Word> overwrite(Circuit& c, const std::string& name, const Word& f
 
 namespace qgpu::weights {
 
-sdk::Expected<Word> lookup(Circuit& c, const std::string& owner, const std::string& name, const Word& in,
-                           int out_width, const std::vector<Cube>& cubes) {
+sdk::Expected<Word> lookup(Circuit& c, const std::string& owner, const std::string& name, const Word& in, int out_width,
+                           const std::vector<Cube>& cubes) {
   const std::string what = owner + "." + name;
   if (in.empty() || in.size() > 32)
     return sdk::invalid_argument(what + ": a table takes 1 to 32 input bits, got " + std::to_string(in.size()));
@@ -520,11 +521,14 @@ sdk::Expected<Word> lookup(Circuit& c, const std::string& owner, const std::stri
       mb.select(match, kUpOne, outs);
   }
   QGPU_RETURN_IF_ERROR(mb.commit(what));
+  // Disjoint cubes: at most one selector fires, so outputs of single-bit cubes are one-hot.
+  if (std::all_of(live.begin(), live.end(), [](const Cube* k) { return std::popcount(k->out) <= 1; }))
+    QGPU_RETURN_IF_ERROR(c.declare_one_hot(*w));
   return w;
 }
 
-sdk::Expected<Word> lookup(Circuit& c, const std::string& owner, const std::string& name, const Word& in,
-                           int out_width, const std::function<std::uint64_t(std::uint64_t)>& f) {
+sdk::Expected<Word> lookup(Circuit& c, const std::string& owner, const std::string& name, const Word& in, int out_width,
+                           const std::function<std::uint64_t(std::uint64_t)>& f) {
   if (in.empty() || in.size() > 16)
     return sdk::invalid_argument(owner + "." + name + ": a full table takes 1 to 16 input bits, got " +
                                  std::to_string(in.size()));

@@ -95,7 +95,8 @@ void run_chain(const AddChain& ch, const CompiledCircuit& cc, int tokens, std::u
 // Hidden 512 holds 253 dual-rail bits; the six adders' fields need about 600.
 TEST(Reuse, ChainFitsOnlyWithReuse) {
   AddChain ch(6);
-  const Target t = small_target(512, 1024);
+  Target t = small_target(512, 1024);
+  t.reuse_channels = false;  // explicit: the default may change
   auto plain = compile(ch.c, t);
   ASSERT_FALSE(plain.has_value());
   EXPECT_NE(plain.status().message().find("residual"), std::string::npos) << plain.status().message();
@@ -205,7 +206,8 @@ TEST(Reuse, RamWriteDataLivesUntilTheLastReplica) {
   // Filler: a chain of copies of p, each dead after the next; they want channels in layers 1..3.
   Word f = p;
   for (int k = 0; k < 5; ++k) f = must(bitwise(c, "f", "t" + std::to_string(k), Logic::kXor, f, wd_in));
-  const Target t = small_target(512, 1024);
+  Target t = small_target(512, 1024);
+  t.reuse_channels = false;                 // explicit: the default may change
   ASSERT_FALSE(compile(c, t).has_value());  // about 346 bits: over the 253 of hidden 512
   CompiledCircuit cc = must(compile(c, reusing(t, true)));
   report("ram + filler, eager reuse", c, cc);

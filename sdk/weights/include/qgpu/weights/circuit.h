@@ -92,6 +92,16 @@ struct GdnOp {
   int lag = 0;
   std::optional<Bit> enable;  // output surfaces only where enable is 1 (z gate)
   int out_field = -1;
+  int out_offset = 0;  // kRamRead: first bit of out_field this port writes (shared read fields)
+};
+
+// One read port of a shared read field (Circuit::ram_read_shared): RAM `ram` read at
+// `addr` into bits [offset, offset + width) of the field, z-gated by `enable`.
+struct RamReadSpec {
+  int ram = -1;
+  Word addr;
+  Bit enable;
+  int offset = 0;
 };
 
 struct Op {
@@ -131,6 +141,20 @@ class Circuit {
   sdk::Expected<int> add_ram(const std::string& owner, const std::string& name, int rows, int width);
   sdk::Status ram_write(int ram, const Word& addr, const Word& data, std::optional<Bit> we);
   sdk::Expected<Word> ram_read(int ram, const std::string& name, const Word& addr, std::optional<Bit> enable);
+  // One field written by several read ports (each its own replica and heads, in
+  // whatever layer the scheduler puts it). Ports whose bit ranges overlap must be
+  // exclusive: their enables are distinct positive bits of one group declared
+  // one-hot, so on any token at most one of them adds its row and the others add
+  // exactly 0. Every bit of the field (width = the largest offset + ram width) is
+  // covered by some port; a bit is final after the last port writing it.
+  sdk::Expected<Word> ram_read_shared(const std::string& owner, const std::string& name,
+                                      const std::vector<RamReadSpec>& ports);
+  // The caller's promise that at most one bit of `bits` (positive bits of one
+  // field) is 1 on any token; lookup() declares its outputs when every cube sets
+  // at most one bit. Read ports of a shared field may then overlap under them.
+  sdk::Status declare_one_hot(const Word& bits);
+  // Whether a and b are distinct positive bits of one declared one-hot group.
+  bool exclusive(Bit a, Bit b) const;
   sdk::Expected<Word> previous(const std::string& name, const Word& src, int lag, std::optional<Bit> enable);
   // A new field aliasing `old`'s slot (for clear/overwrite); `old` may no longer be read afterwards.
   sdk::Expected<Word> alias(const Word& old, const std::string& name);
@@ -147,6 +171,9 @@ class Circuit {
 
  private:
   sdk::Status check_reads(const std::string& op, const std::vector<Bit>& reads, int allowed = -1) const;
+  sdk::Status check_read_port(int ram, const Word& addr, const std::string& what) const;
+  sdk::Expected<Op> read_port(int ram, const Word& addr, std::optional<Bit> enable, const std::string& name) const;
+  void add_port(Op op, int out_field, int offset);
   sdk::Expected<Word> new_field(const std::string& owner, const std::string& name, int width, FieldKind kind);
 
   std::string name_;
@@ -155,7 +182,8 @@ class Circuit {
   std::vector<Ram> rams_;
   std::vector<std::vector<int>> writer_;  // per field, per bit: op index or -1
   std::vector<Bit> enables_;
-  std::vector<int> outputs_;  // fields marked with mark_output
+  std::vector<int> outputs_;   // fields marked with mark_output
+  std::vector<Word> one_hot_;  // groups declared one-hot (declare_one_hot)
 };
 
 }  // namespace qgpu::weights

@@ -23,14 +23,19 @@ struct Target {
   int max_layers = 0;       // 0: no limit
   // A channel that is exactly 0 on circuit tokens (and negative on text tokens,
   // arranged by the embedding builder) with this gain on every MLP gate, beta
-  // and z: silences the circuit on text (ARCHITECTURE.md §4). Off by default.
+  // and z: silences the circuit on text (ARCHITECTURE.md §4). The value channels
+  // of previous() heads carry it too, so a text token in the conv window reads
+  // as 0 there, as a fresh state does. Off by default.
   bool mute_channel = false;
   double mute_gain = 0x1p100;
+  // With mute_channel: the mute channel's residual index (-1: channel 1, after the
+  // bias channel). Every other channel moves by a pair-preserving permutation.
+  int mute_index = -1;
   // Liveness-based channel reuse (docs/CIRCUITS.md §4): when the fields do not all
   // fit the residual at once, a dead field's channels go to a later field, after
   // clear neurons (1 per bit) inserted into an MLP between its last reader and
   // the next writer return them to the placeholder (0, 1).
-  bool reuse_channels = false;
+  bool reuse_channels = true;
   // With reuse on: reuse dead channels even when fresh ones are left (minimises
   // the peak, costs clear neurons). Off: reuse only when the circuit would not fit.
   bool reuse_eagerly = false;
