@@ -57,18 +57,7 @@ T must(sdk::Expected<T> e) {
   return std::move(e).value();
 }
 
-sdk::LayerShapes qwen2b_shapes() {
-  sdk::LayerShapes s;
-  s.hidden_size = 2048;
-  s.intermediate_size = 6144;
-  s.linear_num_key_heads = 16;
-  s.linear_num_value_heads = 16;
-  s.linear_key_head_dim = 128;
-  s.linear_value_head_dim = 128;
-  s.linear_conv_kernel = 4;
-  s.rms_norm_eps = 1e-6;
-  return s;
-}
+sdk::LayerShapes qwen2b_shapes() { return weights::qwen35_2b_shapes(); }
 
 w::CompiledCircuit compile_2b(const w::Circuit& c) {
   w::Target t;

@@ -90,6 +90,18 @@ inline bool is_terminator(Op op) {
 inline bool is_atomic(Op op) {
   return op_info(op).unit == kUnitAtomic;
 }
+// Whether the instruction writes its destination register d (ALU, mul, load,
+// atomic, shuffle, ballot); writes to r0 are discarded.
+inline bool writes_d(Op op) {
+  switch (op_info(op).unit) {
+    case kUnitAlu:
+    case kUnitMul:
+    case kUnitLoad:
+    case kUnitAtomic:
+    case kUnitShuffle: return true;
+    default: return false;
+  }
+}
 
 // A decoded instruction (also what the lowering builds).
 struct Instr {

@@ -35,18 +35,6 @@ constexpr std::array<const char*, kRecordKinds> kNames = {"HALT",  "RUN",  "SYNC
 constexpr std::array<const char*, 4> kFormatNames = {"zero", "byte", "half", "word"};
 constexpr std::array<const char*, 4> kStatusNames = {"running", "exited", "barrier.even", "barrier.odd"};
 
-bool writes_d(Op op) {
-  switch (op_info(op).format) {
-    case kFmtDA:
-    case kFmtDAB:
-    case kFmtDABC:
-    case kFmtLoad:
-    case kFmtAtom:
-    case kFmtCas:
-    case kFmtShfl: return true;
-    default: return false;
-  }
-}
 
 // Registers an instruction reads (bit r; r0 excluded).
 std::uint32_t uses_of(const Instr& in) {

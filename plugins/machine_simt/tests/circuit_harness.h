@@ -15,18 +15,7 @@
 namespace qgpu::simt::test {
 
 // Qwen3.5-2B's linear-attention layer shapes (QWEN35.md).
-inline sdk::LayerShapes qwen2b_shapes() {
-  sdk::LayerShapes s;
-  s.hidden_size = 2048;
-  s.intermediate_size = 6144;
-  s.linear_num_key_heads = 16;
-  s.linear_num_value_heads = 16;
-  s.linear_key_head_dim = 128;
-  s.linear_value_head_dim = 128;
-  s.linear_conv_kernel = 4;
-  s.rms_norm_eps = 1e-6;
-  return s;
-}
+inline sdk::LayerShapes qwen2b_shapes() { return weights::qwen35_2b_shapes(); }
 
 // Compiles `c` to Qwen3.5-2B's layer shapes (a wider residual when `hidden`
 // says so) into `cc`; false, with the error as a test failure, when it does not fit.

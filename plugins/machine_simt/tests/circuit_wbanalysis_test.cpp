@@ -37,7 +37,8 @@ using weights::Word;
 
 constexpr int kTestInputBits = kWbSlots * (kOpCount + 4 + 4 * 32) + 4 * 5 + 4 + 16 + (1 + 5 + 16);
 
-bool writes_d(Op op) {
+// By operand format (the unit writes_d in isa.h goes by execution unit): an independent check.
+bool writes_d_by_format(Op op) {
   const Format f = op_info(op).format;
   return f == kFmtDA || f == kFmtDAB || f == kFmtDABC || f == kFmtLoad || f == kFmtAtom || f == kFmtCas ||
          f == kFmtShfl;
@@ -130,9 +131,9 @@ Inputs unit_inputs(const Rig& k, const ExecInputs& x) {
 std::array<bool, kWbSlots> finals(const ExecInputs& x) {
   std::array<bool, kWbSlots> f{};
   for (int s = 0; s < kWbSlots; ++s) {
-    f[s] = writes_d(x.op[s]) && x.d[s] != 0;
+    f[s] = writes_d_by_format(x.op[s]) && x.d[s] != 0;
     for (int t = s + 1; t < kWbSlots; ++t)
-      if (writes_d(x.op[t]) && x.d[t] == x.d[s]) f[s] = false;
+      if (writes_d_by_format(x.op[t]) && x.d[t] == x.d[s]) f[s] = false;
   }
   return f;
 }

@@ -15,18 +15,7 @@
 
 namespace qgpu::weights::testing {
 
-inline sdk::LayerShapes qwen2b_shapes() {
-  sdk::LayerShapes s;
-  s.hidden_size = 2048;
-  s.intermediate_size = 6144;
-  s.linear_num_key_heads = 16;
-  s.linear_num_value_heads = 16;
-  s.linear_key_head_dim = 128;
-  s.linear_value_head_dim = 128;
-  s.linear_conv_kernel = 4;
-  s.rms_norm_eps = 1e-6;
-  return s;
-}
+inline sdk::LayerShapes qwen2b_shapes() { return qwen35_2b_shapes(); }
 
 inline Target qwen2b_target() {
   Target t;

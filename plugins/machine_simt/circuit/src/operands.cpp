@@ -35,16 +35,6 @@ Word concat(const Word& lo, const Word& hi) {
   return w;
 }
 
-bool writes_d(Op op) {
-  switch (op_info(op).unit) {
-    case kUnitAlu:
-    case kUnitMul:
-    case kUnitLoad:
-    case kUnitAtomic:
-    case kUnitShuffle: return true;
-    default: return false;
-  }
-}
 
 sdk::Status check_width(const std::string& owner, const std::string& what, const Word& w, std::size_t want) {
   if (w.size() == want) return sdk::Status::ok();

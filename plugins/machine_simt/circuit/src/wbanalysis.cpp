@@ -20,18 +20,6 @@ constexpr int kLiveBits = 16;
 constexpr int kBlockBits = 5;
 constexpr int kWarpBits = 3;
 
-bool writes_d(Op op) {
-  switch (op_info(op).format) {
-    case kFmtDA:
-    case kFmtDAB:
-    case kFmtDABC:
-    case kFmtLoad:
-    case kFmtAtom:
-    case kFmtCas:
-    case kFmtShfl: return true;
-    default: return false;
-  }
-}
 
 // w·[the opcode writes d]: a sum of one-hot opcode bits, so 0 or w without a neuron.
 void add_writes(std::vector<Term>& t, const Word& opcode, double w) {

@@ -18,6 +18,21 @@
 
 namespace qgpu::weights {
 
+// Qwen3.5-2B's linear-attention layer shapes (QWEN35.md): hidden 2048, MLP 6144,
+// 16 key and 16 value heads of 128, conv kernel 4 — the default target.
+inline sdk::LayerShapes qwen35_2b_shapes() {
+  sdk::LayerShapes s;
+  s.hidden_size = 2048;
+  s.intermediate_size = 6144;
+  s.linear_num_key_heads = 16;
+  s.linear_num_value_heads = 16;
+  s.linear_key_head_dim = 128;
+  s.linear_value_head_dim = 128;
+  s.linear_conv_kernel = 4;
+  s.rms_norm_eps = 1e-6;
+  return s;
+}
+
 struct Target {
   sdk::LayerShapes shapes;  // hidden size, heads, dk/dv, MLP width, conv kernel of the base
   int max_layers = 0;       // 0: no limit
