@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -28,6 +29,14 @@ inline bool compile_to(const weights::Circuit& c, weights::CompiledCircuit& cc, 
   if (!r) return false;
   cc = std::move(*r);
   return true;
+}
+
+// Lowers `mlp` and `gdn` to the smallest switch margins `m` has seen.
+inline void fold_margins(const weights::ReferenceModel& m, double& mlp, double& gdn) {
+  for (const weights::LayerMargin& lm : m.margins()) {
+    mlp = std::min(mlp, lm.mlp_min);
+    gdn = std::min(gdn, lm.gdn_min);
+  }
 }
 
 using Inputs = std::vector<std::pair<weights::Word, std::uint64_t>>;

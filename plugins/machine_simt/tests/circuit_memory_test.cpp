@@ -283,10 +283,7 @@ struct Run {
 
   void margins(double& mlp, double& gdn) const {
     mlp = gdn = std::numeric_limits<double>::infinity();
-    for (const weights::LayerMargin& lm : m.margins()) {
-      mlp = std::min(mlp, lm.mlp_min);
-      gdn = std::min(gdn, lm.gdn_min);
-    }
+    test::fold_margins(m, mlp, gdn);
   }
 };
 

@@ -386,10 +386,7 @@ class Runner {
   }
 
   Stats finish() {
-    for (const weights::LayerMargin& lm : m_.margins()) {
-      stats.mlp_min = std::min(stats.mlp_min, lm.mlp_min);
-      stats.gdn_min = std::min(stats.gdn_min, lm.gdn_min);
-    }
+    test::fold_margins(m_, stats.mlp_min, stats.gdn_min);
     std::printf(
         "[ %s ] %d tokens, %d EXEC: %d words checked (%d operands from an earlier slot), %d wrong, %d inexact, "
         "%d unit fields nonzero off EXEC; smallest switch margin: MLP %g, GDN %g\n",

@@ -206,10 +206,7 @@ class Runner {
   }
 
   Stats finish() {
-    for (const weights::LayerMargin& lm : m_.margins()) {
-      stats.mlp_min = std::min(stats.mlp_min, lm.mlp_min);
-      stats.gdn_min = std::min(stats.gdn_min, lm.gdn_min);
-    }
+    test::fold_margins(m_, stats.mlp_min, stats.gdn_min);
     std::printf(
         "[ %s ] %d tokens, %d writes, %d EXEC: %d fields checked, %d wrong, %d inexact, %d leaked; "
         "smallest switch margin: MLP %g, GDN %g\n",
@@ -633,7 +630,7 @@ TEST(Circuit, WmemLaunchLiveWritePortsFromTokenIds) {
       }
     }
     double mlp = std::numeric_limits<double>::infinity(), gdn = mlp;
-    for (const weights::LayerMargin& lm : m.margins()) mlp = std::min(mlp, lm.mlp_min), gdn = std::min(gdn, lm.gdn_min);
+    test::fold_margins(m, mlp, gdn);
     std::printf(
         "[ %s ] %d tokens (%d WMEM, %d LAUNCH, %d LIVE records), %d words written: %d wrong, %d inexact; "
         "margins MLP %g GDN %g\n",
