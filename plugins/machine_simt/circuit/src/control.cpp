@@ -128,7 +128,7 @@ Row row_of(const Word& w) {
 
 class Builder {
  public:
-  Builder(Circuit& c, const ControlIn& in, Records& rec, Control& k) : c_(c), in_(in), rec_(rec), k_(k) {}
+  Builder(Circuit& c, const ControlIn& in, Records& rec) : c_(c), in_(in), rec_(rec) {}
 
   sdk::Status field(const std::string& owner, const std::string& name, int width, Word& out) {
     auto w = c_.computed(owner, name, width);
@@ -137,7 +137,12 @@ class Builder {
     return sdk::Status::ok();
   }
 
+  // build(): begin() then finish(). begin() builds everything that does not read the
+  // branch conditions; finish() the rest, with the conditions set.
   sdk::Status build();
+  sdk::Status begin();
+  sdk::Status finish(const Word& cond);
+  const Control& control() const { return k_; }
 
  private:
   sdk::Status state();
@@ -145,9 +150,9 @@ class Builder {
   sdk::Status late();
 
   Circuit& c_;
-  const ControlIn& in_;
+  ControlIn in_;
   Records& rec_;
-  Control& k_;
+  Control k_;
   // Reads.
   std::array<std::array<Row, kL>, kW> rows_;  // every warp's rows
   std::array<Row, kL> cur_;                   // the EXEC warp's rows
@@ -593,7 +598,7 @@ sdk::Status Builder::late() {
     for (int g = 0; g < 2; ++g) {
       const Bit take0 = g == 0 ? !o_[0] : o_[0];  // this slot holds the first group
       const Bit take1 = !take0;
-      const SchedGroup& sg = k_.groups[g];
+      const SchedWrite& sg = k_.groups[g];
       for (int l = 0; l < kL; ++l) {
         const Bit out = sg.lanes[l];
         op.step({{a0_[l], 8}, {!end_[0], 8}, {k0_[0], 8}, {take0, 8}}, 32, out);
@@ -627,7 +632,7 @@ sdk::Status Builder::late() {
   return sdk::Status::ok();
 }
 
-sdk::Status Builder::build() {
+sdk::Status Builder::begin() {
   auto width = [](const Word& w, std::size_t n, const char* what) -> sdk::Status {
     if (w.size() == n) return sdk::Status::ok();
     return sdk::invalid_argument(std::string("control: input ") + what + " has " + std::to_string(w.size()) +
@@ -637,7 +642,6 @@ sdk::Status Builder::build() {
   QGPU_RETURN_IF_ERROR(width(in_.lanes, kL, "lanes"));
   QGPU_RETURN_IF_ERROR(width(in_.term_opcode, kOpCount, "term_opcode"));
   QGPU_RETURN_IF_ERROR(width(in_.term_imm, 32, "term_imm"));
-  QGPU_RETURN_IF_ERROR(width(in_.cond, kL, "cond"));
   br_ = in_.term_opcode[static_cast<int>(Op::kBr)];
   brc_ = in_.term_opcode[static_cast<int>(Op::kBrc)];
   bar_ = in_.term_opcode[static_cast<int>(Op::kBar)];
@@ -647,9 +651,24 @@ sdk::Status Builder::build() {
   QGPU_RETURN_IF_ERROR(state());
   c_.push_enable(k_.on[0]);
   sdk::Status s = early();
-  if (s.is_ok()) s = late();
   c_.pop_enable();
   return s;
+}
+
+sdk::Status Builder::finish(const Word& cond) {
+  if (cond.size() != static_cast<std::size_t>(kL))
+    return sdk::invalid_argument("control: input cond has " + std::to_string(cond.size()) + " bits, expected " +
+                                 std::to_string(kL));
+  in_.cond = cond;
+  c_.push_enable(k_.on[0]);
+  sdk::Status s = late();
+  c_.pop_enable();
+  return s;
+}
+
+sdk::Status Builder::build() {
+  QGPU_RETURN_IF_ERROR(begin());
+  return finish(in_.cond);
 }
 
 }  // namespace
@@ -665,9 +684,35 @@ std::uint32_t sched_row_value(LaneStatus status, std::uint32_t block) {
 }
 
 sdk::Expected<Control> build_control(Circuit& c, const ControlIn& in, Records& records) {
-  Control k;
-  Builder b(c, in, records, k);
+  Builder b(c, in, records);
   QGPU_RETURN_IF_ERROR(b.build());
+  return b.control();
+}
+
+struct ControlStage::Impl {
+  Builder b;
+};
+
+ControlStage::ControlStage() = default;
+ControlStage::~ControlStage() = default;
+ControlStage::ControlStage(ControlStage&&) noexcept = default;
+ControlStage& ControlStage::operator=(ControlStage&&) noexcept = default;
+const Control& ControlStage::control() const {
+  return impl_->b.control();
+}
+
+sdk::Expected<ControlStage> begin_control(Circuit& c, const ControlIn& in, Records& records) {
+  ControlStage st;
+  st.impl_ = std::make_unique<ControlStage::Impl>(ControlStage::Impl{Builder(c, in, records)});
+  QGPU_RETURN_IF_ERROR(st.impl_->b.begin());
+  return st;
+}
+
+sdk::Expected<Control> finish_control(ControlStage& stage, const Word& cond) {
+  if (!stage.impl_) return sdk::invalid_argument("control: finish_control on a stage begin_control did not make");
+  QGPU_RETURN_IF_ERROR(stage.impl_->b.finish(cond));
+  Control k = stage.impl_->b.control();
+  stage.impl_.reset();
   return k;
 }
 

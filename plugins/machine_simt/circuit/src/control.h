@@ -22,6 +22,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -44,7 +45,7 @@ struct ControlIn {
 
 // The next control record, one-hot kind plus the fields of that kind.
 enum class NextKind { kExec = 0, kSync = 1, kCta = 2, kHalt = 3 };
-struct ControlNext {
+struct ControlRecord {
   weights::Word kind;   // 4 bits, one-hot by NextKind
   weights::Word block;  // 5 bits (EXEC)
   weights::Word warp;   // 3 bits (EXEC)
@@ -53,7 +54,7 @@ struct ControlNext {
 };
 
 // One SCHED write-back of an EXEC token: warp = the EXEC's warp.
-struct SchedGroup {
+struct SchedWrite {
   weights::Bit valid;    // emit this record (lanes != 0)
   weights::Word lanes;   // 4 bits
   weights::Word status;  // 2 bits: (s1, s0) as in the rows above
@@ -80,9 +81,9 @@ struct Control {
   // Outputs for other units (32-bit words, upper bits constant 0; nonzero only where ctl.on).
   weights::Word ntid, ctaid, nctaid;
   // The next control record (EXEC, SYNC, RUN and CTA tokens).
-  ControlNext next;
+  ControlRecord next;
   // EXEC tokens: the SCHED write-backs before the next record, in emission order.
-  std::array<SchedGroup, 2> groups;
+  std::array<SchedWrite, 2> groups;
   // CTA tokens: bit 4v + l set where the new thread block's SCHED "running B0" writes lane l
   // of warp v (warps 1-7; warp 0's is implied by the first EXEC), in the order warp, lane.
   weights::Word cta_sched;  // 32 bits
@@ -93,6 +94,29 @@ struct Control {
 // and LAUNCH's DATA (build_launch_write). EXEC tokens get ctl.on and ctl.gen only:
 // ControlIn's fields come from the records (exec.*), fetch/decode and ALU stages.
 sdk::Expected<Control> build_control(weights::Circuit& c, const ControlIn& in, Records& records);
+
+// The same in two steps, for a machine whose branch conditions are computed after the
+// unit's outputs are needed (operands read %ntid / %ctaid / %nctaid before the
+// terminator's condition exists): begin_control builds the state, the latches and
+// every part that does not read ControlIn::cond (ignored there); control() then
+// holds the latch words and the header fields; finish_control adds the rest with
+// `cond` (4 bits) and returns the whole unit.
+class ControlStage {
+ public:
+  ControlStage();
+  ~ControlStage();
+  ControlStage(ControlStage&&) noexcept;
+  ControlStage& operator=(ControlStage&&) noexcept;
+  const Control& control() const;  // valid until finish_control
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  friend sdk::Expected<ControlStage> begin_control(weights::Circuit&, const ControlIn&, Records&);
+  friend sdk::Expected<Control> finish_control(ControlStage&, const weights::Word&);
+};
+sdk::Expected<ControlStage> begin_control(weights::Circuit& c, const ControlIn& in, Records& records);
+sdk::Expected<Control> finish_control(ControlStage& stage, const weights::Word& cond);
 
 // The 7-bit row value of a scheduler state (the encoding above).
 std::uint32_t sched_row_value(LaneStatus status, std::uint32_t block);

@@ -1,0 +1,300 @@
+#include "machine.h"
+
+#include <utility>
+
+#include "alu.h"
+#include "isa.h"
+#include "mul.h"
+#include "operands.h"
+#include "qgpu/weights/primitives.h"
+
+namespace qgpu::simt::circuit {
+namespace {
+
+using weights::Bit;
+using weights::Circuit;
+using weights::MlpBuilder;
+using weights::Term;
+using weights::Word;
+
+constexpr int kBlockBits = 5;
+
+Word slice(const Word& w, int pos, int width) {
+  return Word(w.begin() + pos, w.begin() + pos + width);
+}
+
+Word padded(const Circuit& c, Word w, int width) {
+  while (static_cast<int>(w.size()) < width) w.push_back(c.zero());
+  return w;
+}
+
+template <typename T>
+sdk::Status take(sdk::Expected<T> r, T& out) {
+  if (!r) return r.status();
+  out = std::move(*r);
+  return sdk::Status::ok();
+}
+
+// out = Σ sources (at most one source bit is 1 per output bit on any token): one
+// selector neuron per source bit.
+sdk::Expected<Word> add_exclusive(Circuit& c, const std::string& owner, const std::string& name,
+                                  const std::vector<Word>& sources) {
+  auto out = c.computed(owner, name, static_cast<int>(sources.front().size()));
+  if (!out) return out.status();
+  MlpBuilder op(c);
+  for (const Word& s : sources)
+    for (std::size_t i = 0; i < s.size(); ++i) op.select({s[i]}, weights::Affine{{}, 1}, {Term{(*out)[i], 1}});
+  QGPU_RETURN_IF_ERROR(op.commit(owner + "." + name));
+  return *out;
+}
+
+class Builder {
+ public:
+  Builder(Circuit& c, const MachineOptions& o) : c_(c), o_(o) {}
+  sdk::Status build();
+  Machine& machine() { return m_; }
+
+ private:
+  sdk::Status slot(int s);
+  sdk::Status terminator();
+  sdk::Status outputs();
+
+  Circuit& c_;
+  MachineOptions o_;
+  Machine m_;
+  Bit en_;
+  std::vector<Memory> mem_;  // per slot
+};
+
+sdk::Status Builder::build() {
+  QGPU_RETURN_IF_ERROR(take(build_fetch_decode(c_, kMachineSlots + 1), m_.fd));
+  en_ = m_.fd.exec_is[0];
+  QGPU_RETURN_IF_ERROR(take(build_register_file(c_, m_.fd, {}), m_.regs));
+  QGPU_RETURN_IF_ERROR(take(build_memory_rams(c_, o_.memory, m_.fd.records), m_.memory));
+  ControlIn ci;
+  ci.enable = en_;
+  ci.warp = m_.fd.exec_warp;
+  ci.lanes = m_.fd.exec_lanes;
+  const SlotFields& term = m_.fd.slot[kMachineSlots];
+  ci.term_opcode = term.opcode;
+  ci.term_imm = term.imm;
+  auto stage = begin_control(c_, ci, m_.fd.records);
+  if (!stage) return stage.status();
+  m_.control = stage->control();
+  for (int s = 0; s < kMachineSlots; ++s) QGPU_RETURN_IF_ERROR(slot(s));
+  QGPU_RETURN_IF_ERROR(terminator());
+  QGPU_RETURN_IF_ERROR(take(finish_control(*stage, m_.cond), m_.control));
+  return outputs();
+}
+
+// Slot s: operands (bypass from the earlier slots), ALU + multiplier + memory on
+// the same operands, their results added.
+sdk::Status Builder::slot(int s) {
+  const SlotFields& f = m_.fd.slot[static_cast<std::size_t>(s)];
+  const std::string so = "s" + std::to_string(s);
+  OperandsIn oi = operands_in(m_.fd, m_.regs, s);
+  oi.ntid = m_.control.ntid;
+  oi.ctaid = m_.control.ctaid;
+  oi.nctaid = m_.control.nctaid;
+  for (int j = 0; j < s; ++j) {
+    const MachineSlot& e = m_.slot[static_cast<std::size_t>(j)];
+    oi.earlier.push_back(EarlierSlot{e.opcode, e.d, e.value});
+  }
+  OperandsOut ops;
+  QGPU_RETURN_IF_ERROR(take(build_operands(c_, oi), ops));
+
+  AluIn ai;
+  ai.owner = "alu." + so;
+  ai.enable = en_;
+  ai.opcode = f.opcode;
+  for (int l = 0; l < kProtoLanes; ++l) ai.lane[l] = AluLaneIn{ops.a[l], ops.b[l], ops.c[l]};
+  AluOut alu;
+  QGPU_RETURN_IF_ERROR(take(build_alu(c_, ai), alu));
+
+  MulIn mi;
+  mi.owner = "mul." + so;
+  mi.enable = en_;
+  mi.is_mul = f.opcode[static_cast<int>(Op::kMul)];
+  mi.is_mad = f.opcode[static_cast<int>(Op::kMad)];
+  mi.a = ops.a;
+  mi.b = ops.b;
+  mi.c = ops.c;
+  MulOut mul;
+  QGPU_RETURN_IF_ERROR(take(build_mul(c_, mi), mul));
+
+  MemoryIn me;
+  me.owner = "mem." + so;
+  me.enable = en_;
+  me.opcode = f.opcode;
+  me.shared = f.flags[0];
+  me.imm = f.imm;
+  for (int l = 0; l < kProtoLanes; ++l) me.active[l] = m_.fd.exec_lanes[l];
+  me.a = ops.a;
+  me.b = ops.b;
+  me.c = ops.c;
+  Memory mem;
+  QGPU_RETURN_IF_ERROR(take(build_memory(c_, m_.memory, me), mem));
+  mem_.push_back(mem);
+
+  MachineSlot& out = m_.slot[static_cast<std::size_t>(s)];
+  out.opcode = f.opcode;
+  out.d = f.d;
+  c_.push_enable(en_);
+  for (int l = 0; l < kProtoLanes; ++l) {
+    auto v = add_exclusive(c_, "slot." + so, "lane" + std::to_string(l), {alu.d[l], mul.d[l], mem.lane[l].loaded});
+    if (!v) {
+      c_.pop_enable();
+      return v.status();
+    }
+    out.value[l] = std::move(*v);
+  }
+  c_.pop_enable();
+  return sdk::Status::ok();
+}
+
+// The terminator: brc's condition per lane and every lane's next block.
+sdk::Status Builder::terminator() {
+  const SlotFields& t = m_.fd.slot[kMachineSlots];
+  OperandsIn oi = operands_in(m_.fd, m_.regs, kMachineSlots);
+  oi.owner = "ops.term";
+  oi.ntid = m_.control.ntid;
+  oi.ctaid = m_.control.ctaid;
+  oi.nctaid = m_.control.nctaid;
+  oi.want_b = oi.want_c = false;
+  for (const MachineSlot& e : m_.slot) oi.earlier.push_back(EarlierSlot{e.opcode, e.d, e.value});
+  OperandsOut ops;
+  QGPU_RETURN_IF_ERROR(take(build_operands(c_, oi), ops));
+  c_.push_enable(en_);
+  sdk::Status st = [&]() -> sdk::Status {
+    QGPU_RETURN_IF_ERROR(take(c_.computed("term", "cond", kProtoLanes), m_.cond));
+    MlpBuilder cop(c_);
+    for (int l = 0; l < kProtoLanes; ++l) {
+      std::vector<Term> any;
+      for (const Bit& b : ops.a[l]) any.push_back(Term{b, 1});
+      QGPU_RETURN_IF_ERROR(cop.step(any, 1, {Term{m_.cond[l], 1}}));
+    }
+    QGPU_RETURN_IF_ERROR(cop.commit("term.cond"));
+    const Bit br = t.opcode[static_cast<int>(Op::kBr)], brc = t.opcode[static_cast<int>(Op::kBrc)],
+              bar = t.opcode[static_cast<int>(Op::kBar)];
+    const Word t0 = slice(t.imm, 0, kBlockBits), t1 = slice(t.imm, 16, kBlockBits);
+    MlpBuilder nop(c_);
+    for (int l = 0; l < kProtoLanes; ++l) {
+      QGPU_RETURN_IF_ERROR(take(c_.computed("term", "next" + std::to_string(l), kBlockBits), m_.next_block[l]));
+      for (int i = 0; i < kBlockBits; ++i) {
+        const std::vector<Term> out{Term{m_.next_block[l][i], 1}};
+        const weights::Affine one{{}, 1};
+        nop.select({br, t0[i]}, one, out);
+        nop.select({bar, t0[i]}, one, out);
+        nop.select({brc, m_.cond[l], t0[i]}, one, out);
+        nop.select({brc, !m_.cond[l], t1[i]}, one, out);
+      }
+    }
+    QGPU_RETURN_IF_ERROR(nop.commit("term.next"));
+    return sdk::Status::ok();
+  }();
+  c_.pop_enable();
+  QGPU_RETURN_IF_ERROR(st);
+  const Bit ex = t.opcode[static_cast<int>(Op::kExit)];
+  m_.exited = Word(kProtoLanes, ex);
+  return sdk::Status::ok();
+}
+
+// Write-back analysis and the sequencer's inputs.
+sdk::Status Builder::outputs() {
+  // Registers a shuffle reads stay live in exited lanes (PROTOCOL.md §3.3). Not yet
+  // fed by the prompt: an input field, 0 unless a token sets it.
+  QGPU_RETURN_IF_ERROR(take(c_.input("machine", "shuffled", 16), m_.shuffled));
+  LiveWrite lw;
+  QGPU_RETURN_IF_ERROR(take(build_live_write(c_, m_.fd.records), lw));
+  WbAnalysisIn wi;
+  wi.enable = en_;
+  wi.warp = m_.fd.exec_warp;
+  wi.lanes = m_.fd.exec_lanes;
+  for (int s = 0; s < kWbSlots; ++s) {
+    const MachineSlot& e = m_.slot[static_cast<std::size_t>(s)];
+    wi.slot[s] = WbSlotIn{e.opcode, e.d, e.value};
+  }
+  wi.next_block = m_.next_block;
+  wi.exited = m_.exited;
+  wi.shuffled = m_.shuffled;
+  wi.reg_rams = m_.regs.rams;
+  wi.live_write = lw;
+  QGPU_RETURN_IF_ERROR(take(build_wb_analysis(c_, wi), m_.wb));
+  m_.writes = m_.wb.slot;
+
+  // Memory writes: at most one slot of a block writes memory (ISA.md §6), so the
+  // per-slot words and values add exclusively.
+  const int wbits = memory_words(o_.memory) == 512 ? 9 : 8;
+  c_.push_enable(en_);
+  sdk::Status st = [&]() -> sdk::Status {
+    MemWriteIn& mw = m_.mem_writes;
+    mw.enable = en_;
+    Word shared_w;
+    QGPU_RETURN_IF_ERROR(take(c_.computed("memw", "shared", 1), shared_w));
+    mw.shared = shared_w[0];
+    MlpBuilder op(c_);
+    for (int l = 0; l < kProtoLanes; ++l) {
+      const std::string ln = "lane" + std::to_string(l);
+      Word w, wr, val;
+      QGPU_RETURN_IF_ERROR(take(c_.computed("memw", ln + ".writes", 1), wr));
+      QGPU_RETURN_IF_ERROR(take(c_.computed("memw", ln + ".word", wbits), w));
+      QGPU_RETURN_IF_ERROR(take(c_.computed("memw", ln + ".value", 32), val));
+      const weights::Affine one{{}, 1};
+      for (int s = 0; s < kMachineSlots; ++s) {
+        const MemoryLane& ml = mem_[static_cast<std::size_t>(s)].lane[l];
+        op.select({ml.writes}, one, {Term{wr[0], 1}});
+        for (int i = 0; i < wbits; ++i) op.select({ml.writes, ml.word[i]}, one, {Term{w[i], 1}});
+        for (int i = 0; i < 32; ++i) op.select({ml.value[i]}, one, {Term{val[i], 1}});
+      }
+      mw.writes[l] = wr[0];
+      mw.word[l] = padded(c_, w, 9);
+      mw.value[l] = val;
+    }
+    // The space: the writing slot's flag (any lane writes).
+    for (int s = 0; s < kMachineSlots; ++s) {
+      std::vector<Term> any;
+      for (int l = 0; l < kProtoLanes; ++l) any.push_back(Term{mem_[static_cast<std::size_t>(s)].lane[l].writes, 1});
+      any.push_back(Term{m_.fd.slot[static_cast<std::size_t>(s)].flags[0], kProtoLanes});
+      QGPU_RETURN_IF_ERROR(op.step(any, kProtoLanes + 1, {Term{shared_w[0], 1}}));
+    }
+    QGPU_RETURN_IF_ERROR(op.commit("memw"));
+
+    // Scheduler groups: control's (s1, s0) to the protocol's LaneStatus (bit 1 = s1,
+    // bit 0 = [s0 == s1]).
+    for (int g = 0; g < 2; ++g) {
+      const SchedWrite& sw = m_.control.groups[g];
+      Word st_w;
+      QGPU_RETURN_IF_ERROR(take(c_.computed("groups", "status" + std::to_string(g), 1), st_w));
+      MlpBuilder gop(c_);
+      gop.select({sw.status[0], sw.status[1]}, weights::Affine{{}, 1}, {Term{st_w[0], 1}});
+      gop.select({!sw.status[0], !sw.status[1]}, weights::Affine{{}, 1}, {Term{st_w[0], 1}});
+      QGPU_RETURN_IF_ERROR(gop.commit("groups.status" + std::to_string(g)));
+      m_.groups[g] = SchedGroup{sw.valid, sw.lanes, Word{st_w[0], sw.status[1]}, sw.block};
+    }
+    return sdk::Status::ok();
+  }();
+  c_.pop_enable();
+  QGPU_RETURN_IF_ERROR(st);
+  for (int g = 2; g < kProtoLanes; ++g)
+    m_.groups[g] = SchedGroup{c_.zero(), Word(4, c_.zero()), Word(2, c_.zero()), Word(kBlockBits, c_.zero())};
+  const ControlRecord& r = m_.control.next;
+  m_.next.exec = r.kind[static_cast<int>(NextKind::kExec)];
+  m_.next.sync = r.kind[static_cast<int>(NextKind::kSync)];
+  m_.next.cta = r.kind[static_cast<int>(NextKind::kCta)];
+  m_.next.halt = r.kind[static_cast<int>(NextKind::kHalt)];
+  m_.next.block = r.block;
+  m_.next.warp = r.warp;
+  m_.next.lanes = r.lanes;
+  m_.next.cta_index = slice(r.cta, 0, 7);
+  return sdk::Status::ok();
+}
+
+}  // namespace
+
+sdk::Expected<Machine> build_machine(Circuit& c, const MachineOptions& options) {
+  Builder b(c, options);
+  QGPU_RETURN_IF_ERROR(b.build());
+  return std::move(b.machine());
+}
+
+}  // namespace qgpu::simt::circuit

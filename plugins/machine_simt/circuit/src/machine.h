@@ -1,0 +1,73 @@
+// The SIMT machine's circuit assembled from its units (docs/MACHINE_CIRCUIT.md):
+// the pass of an EXEC token, from the record inputs to everything the
+// write-back records and the next control record are made of.
+//
+// Per EXEC token (one block of one warp), in data-dependence order (the weight
+// compiler's scheduler places every op at the earliest layer its inputs allow):
+//   records + fetch/decode   the block's 5 ROM rows, decoded (fetch_decode.h)
+//   control, first part      latches (%ntid, %ctaid, %nctaid), scheduler rows,
+//                            everything that does not read a branch condition
+//   slot s = 0..3            operand select with bypass from slots < s
+//                            (operands.h), then the ALU, the multiplier and the
+//                            memory unit side by side on the same operands (each
+//                            gives exactly 0 for an opcode that is not its own),
+//                            and one MLP adding their results into the slot's value
+//   terminator               operand a of slot 4 (bypass from every slot),
+//                            cond = [a != 0] per lane, each lane's next block
+//   control, second part     SCHED groups and the next control record
+//   write-back analysis      final ∧ live ∧ changed per slot and lane (wbanalysis.h)
+// The outputs are the inputs of the write-back sequencer (writeback.h): the slot
+// writes, the block's memory writes, the scheduler groups in the protocol's
+// status encoding and the next control record.
+#pragma once
+
+#include <array>
+#include <string>
+
+#include "control.h"
+#include "fetch_decode.h"
+#include "memory.h"
+#include "protocol.h"
+#include "qgpu/sdk/status.h"
+#include "qgpu/weights/circuit.h"
+#include "register_file.h"
+#include "wbanalysis.h"
+#include "writeback.h"
+
+namespace qgpu::simt::circuit {
+
+inline constexpr int kMachineSlots = 4;  // instruction slots per block (the terminator is slot 4)
+
+struct MachineOptions {
+  MemoryLayout memory = MemoryLayout::kCompact;
+};
+
+// One instruction slot after it ran.
+struct MachineSlot {
+  weights::Word opcode;                          // kOpCount bits, one-hot (decode)
+  weights::Word d;                               // 4 bits
+  std::array<weights::Word, kProtoLanes> value;  // 32 bits per lane: its result (0 for non-writing opcodes)
+};
+
+struct Machine {
+  FetchDecode fd;     // record inputs (fd.records), ROM, decode
+  RegisterFile regs;  // the register RAMs (lane l: rows warp·16 + register)
+  MemoryRams memory;  // the memory banks
+  Control control;    // scheduler RAMs, latches, next record
+  std::array<MachineSlot, kMachineSlots> slot;
+  weights::Word cond;                                 // 4 bits: the terminator's per-lane condition
+  std::array<weights::Word, kProtoLanes> next_block;  // 5 bits per lane
+  weights::Word exited;                               // 4 bits: the terminator is exit (every lane)
+  weights::Word shuffled;                             // 16 bits: registers a shuffle reads (input; see machine.cpp)
+  WbAnalysis wb;
+  // The write-back sequencer's inputs.
+  std::array<SlotWrite, kWbSlots> writes;
+  MemWriteIn mem_writes;
+  std::array<SchedGroup, kProtoLanes> groups;  // groups 0-1 from control, 2-3 never valid
+  ControlNext next;
+};
+
+// Adds the machine's EXEC pass to `c` (an empty circuit).
+sdk::Expected<Machine> build_machine(weights::Circuit& c, const MachineOptions& options = {});
+
+}  // namespace qgpu::simt::circuit

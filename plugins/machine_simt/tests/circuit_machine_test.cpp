@@ -1,0 +1,312 @@
+// Tests of the assembled machine's EXEC pass (machine.h): real launches replayed token by
+// token through the whole compiled circuit (ReferenceModel, fp32 and bf16). The prompt and
+// the generated stream of record_launch() are fed as token ids; at every EXEC token the
+// circuit's write-back inputs — the slots' emitted registers and values, the memory words
+// written, the SCHED groups and the next control record — must be exactly what the stream
+// holds between that EXEC and the next control record (the protocol is the oracle; nothing
+// of the circuit's own output is expected).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <set>
+
+#include "circuit_harness.h"
+#include "kernels.h"
+#include "lower.h"
+#include "machine.h"
+
+namespace qgpu::simt::test {
+namespace {
+
+using circuit::Machine;
+using weights::DType;
+using weights::Word;
+
+struct Rig {
+  weights::Circuit c{"machine"};
+  Machine m;
+  weights::CompiledCircuit cc;
+  std::string error;
+};
+
+std::int64_t hidden_size() {
+  return 16384;
+}
+
+const Rig& rig() {
+  static std::unique_ptr<Rig> r = [] {
+    auto x = std::make_unique<Rig>();
+    auto m = circuit::build_machine(x->c);
+    if (!m) {
+      x->error = m.status().to_string();
+      return x;
+    }
+    x->m = std::move(*m);
+    std::vector<Word> outs;
+    for (const circuit::SlotWrite& w : x->m.writes) {
+      outs.push_back(w.dest);
+      outs.push_back(w.emit);
+      for (const Word& v : w.value) outs.push_back(v);
+    }
+    const circuit::MemWriteIn& mw = x->m.mem_writes;
+    outs.push_back({mw.shared});
+    for (int l = 0; l < 4; ++l) {
+      outs.push_back({mw.writes[l]});
+      outs.push_back(mw.word[l]);
+      outs.push_back(mw.value[l]);
+    }
+    for (const circuit::SchedGroup& g : x->m.groups) {
+      outs.push_back({g.valid});
+      outs.push_back(g.lanes);
+      outs.push_back(g.status);
+      outs.push_back(g.block);
+    }
+    const circuit::ControlNext& n = x->m.next;
+    outs.push_back({n.exec, n.sync, n.cta, n.halt});
+    outs.push_back(n.block);
+    outs.push_back(n.warp);
+    outs.push_back(n.lanes);
+    outs.push_back(n.cta_index);
+    for (const Word& w : outs) {
+      Word pos;
+      for (const weights::Bit& b : w)
+        if (b.field != 0) pos.push_back(weights::Bit{b.field, b.bit, false});
+      if (pos.empty()) continue;
+      auto st = x->c.mark_output(pos);
+      if (!st.ok()) {
+        x->error = st.to_string();
+        return x;
+      }
+    }
+    weights::Target t;
+    t.shapes = qwen2b_shapes();
+    t.shapes.hidden_size = hidden_size();
+    t.keep_unread_fields = false;
+    const auto t0 = std::chrono::steady_clock::now();
+    auto cc = weights::compile(x->c, t);
+    if (!cc) {
+      x->error = cc.status().to_string();
+      return x;
+    }
+    x->cc = std::move(*cc);
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::int64_t heads = 0, widest = 0;
+    for (const weights::LayerUse& u : x->cc.schedule.use) {
+      heads += u.key_heads;
+      widest = std::max(widest, u.mlp_neurons);
+    }
+    std::printf(
+        "machine: %d layers, %lld neurons (widest layer %lld), %lld key heads, %lld channels of %lld "
+        "(compiled in %.1f s)\n",
+        x->cc.schedule.num_layers, static_cast<long long>(x->cc.total_neurons()), static_cast<long long>(widest),
+        static_cast<long long>(heads), static_cast<long long>(x->cc.allocation.channels_used),
+        static_cast<long long>(hidden_size()), secs);
+    return x;
+  }();
+  return *r;
+}
+
+// What the stream holds between an EXEC and the next control record.
+struct Expected {
+  std::map<std::uint32_t, std::pair<std::uint32_t, std::array<std::uint32_t, 4>>> regs;  // reg → lanes, values
+  std::map<std::uint32_t, std::uint32_t> words;                                          // word → value
+  bool shared = false;
+  std::vector<Record> scheds;
+  Record next;
+};
+
+Expected expected_after(const std::vector<Record>& s, std::size_t i) {
+  Expected e;
+  for (std::size_t j = i + 1; j < s.size(); ++j) {
+    const Record& r = s[j];
+    if (r.kind == RecordKind::kWreg) {
+      auto& [lanes, values] = e.regs[r.reg];
+      lanes |= r.lanes;
+      for (int l = 0; l < 4; ++l)
+        if ((r.lanes >> l) & 1) values[l] = r.values[l];
+    } else if (r.kind == RecordKind::kWmem) {
+      e.shared = r.shared;
+      for (std::uint32_t k = 0; k < r.count; ++k) e.words[r.word + k] = r.values[k];
+    } else if (r.kind == RecordKind::kSched) {
+      e.scheds.push_back(r);
+    } else {
+      e.next = r;
+      break;
+    }
+  }
+  return e;
+}
+
+struct Stats {
+  std::int64_t tokens = 0, execs = 0, items = 0;
+  double mlp_margin = 1e30, gdn_margin = 1e30;
+};
+
+void check_exec(const Rig& r, const std::vector<float>& y, const Expected& e, std::uint32_t warp,
+                const std::string& where, Stats& st) {
+  const Machine& m = r.m;
+  auto rd = [&](const Word& w, const std::string& what) {
+    return read_exact(r.cc, y, w, (where + " " + what).c_str());
+  };
+  // Registers.
+  std::map<std::uint32_t, std::pair<std::uint32_t, std::array<std::uint32_t, 4>>> got;
+  for (int s = 0; s < circuit::kWbSlots; ++s) {
+    const std::string sn = "slot " + std::to_string(s);
+    const auto emit = static_cast<std::uint32_t>(rd(m.writes[s].emit, sn + " emit"));
+    if (emit == 0) continue;
+    const auto d = static_cast<std::uint32_t>(rd(m.writes[s].dest, sn + " dest"));
+    EXPECT_FALSE(got.count(d)) << where << ": register r" << d << " emitted by two slots";
+    auto& [lanes, values] = got[d];
+    lanes = emit;
+    for (int l = 0; l < 4; ++l)
+      if ((emit >> l) & 1) values[l] = static_cast<std::uint32_t>(rd(m.writes[s].value[l], sn + " value"));
+  }
+  EXPECT_EQ(got, e.regs) << where << ": register write-backs differ";
+  // Memory.
+  std::map<std::uint32_t, std::uint32_t> words;
+  bool any = false;
+  for (int l = 0; l < 4; ++l) {
+    if (!rd({m.mem_writes.writes[l]}, "mem writes")) continue;
+    any = true;
+    words[static_cast<std::uint32_t>(rd(m.mem_writes.word[l], "mem word"))] =
+        static_cast<std::uint32_t>(rd(m.mem_writes.value[l], "mem value"));
+  }
+  EXPECT_EQ(words, e.words) << where << ": memory write-backs differ";
+  if (any) EXPECT_EQ(rd({m.mem_writes.shared}, "mem shared") != 0, e.shared) << where << ": memory space";
+  // SCHED groups.
+  std::vector<Record> scheds;
+  for (int g = 0; g < 4; ++g) {
+    if (!rd({m.groups[g].valid}, "group valid")) continue;
+    scheds.push_back(sched_record(warp, static_cast<std::uint32_t>(rd(m.groups[g].lanes, "group lanes")),
+                                  static_cast<LaneStatus>(rd(m.groups[g].status, "group status")),
+                                  static_cast<std::uint32_t>(rd(m.groups[g].block, "group block"))));
+  }
+  ASSERT_EQ(scheds.size(), e.scheds.size()) << where << ": SCHED groups";
+  for (std::size_t g = 0; g < scheds.size(); ++g)
+    EXPECT_EQ(to_text(scheds[g]), to_text(e.scheds[g])) << where << ": SCHED group " << g;
+  // The next control record.
+  const circuit::ControlNext& n = m.next;
+  const auto kind = rd({n.exec, n.sync, n.cta, n.halt}, "next kind");
+  Record next;
+  if (kind == 1)
+    next = exec_record(static_cast<std::uint32_t>(rd(n.block, "next block")),
+                       static_cast<std::uint32_t>(rd(n.warp, "next warp")),
+                       static_cast<std::uint32_t>(rd(n.lanes, "next lanes")));
+  else if (kind == 2)
+    next = sync_record();
+  else if (kind == 4)
+    next = cta_record(static_cast<std::uint32_t>(rd(n.cta_index, "next cta")));
+  else if (kind == 8)
+    next = halt_record();
+  else
+    ADD_FAILURE() << where << ": next kind " << kind << " is not one-hot";
+  EXPECT_EQ(to_text(next), to_text(e.next)) << where << ": next control record";
+  st.items += static_cast<std::int64_t>(e.regs.size() + e.words.size() + e.scheds.size() + 1);
+}
+
+void replay(const std::string& name, const sdk::KernelIR& kernel, sdk::LaunchShape shape,
+            const std::vector<sdk::LaunchArg>& args, DType dtype, Stats& st) {
+  const Rig& r = rig();
+  ASSERT_TRUE(r.error.empty()) << r.error;
+  auto p = lower_kernel(kernel, shape, {});
+  ASSERT_TRUE(p) << name << ": " << p.status().to_string();
+  auto lr = record_launch(**p, args, {});
+  ASSERT_TRUE(lr) << name << ": " << lr.status().to_string();
+  std::vector<Record> s = lr->prompt;
+  const std::size_t gen_start = s.size();
+  s.insert(s.end(), lr->generated.begin(), lr->generated.end());
+  weights::ReferenceModel model(r.cc.layers, r.cc.target.shapes, dtype);
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const Record& rec = s[i];
+    const std::string where = name + " record " + std::to_string(i) + " (" + to_text(rec) + ")";
+    auto ids = circuit::record_token_ids(r.m.fd.records, rec);
+    ASSERT_TRUE(ids) << where << ": " << ids.status().to_string();
+    std::vector<float> y;
+    for (std::int64_t id : *ids) {
+      auto in = circuit::token_inputs(r.m.fd.records, id);
+      ASSERT_TRUE(in) << where << ": " << in.status().to_string();
+      y = run_token(model, r.c, r.cc, *in);
+      ++st.tokens;
+    }
+    if (i >= gen_start && rec.kind == RecordKind::kExec) {
+      check_exec(r, y, expected_after(s, i), rec.warp, where, st);
+      ++st.execs;
+      if (::testing::Test::HasFailure()) return;
+    }
+  }
+  fold_margins(model, st.mlp_margin, st.gdn_margin);
+}
+
+struct Case {
+  std::string name;
+  sdk::KernelIR kernel;
+  sdk::LaunchShape shape;
+  std::vector<sdk::LaunchArg> args;
+};
+
+std::vector<Case> cases() {
+  std::vector<Case> v;
+  v.push_back(
+      {"dot 1x4", dot_kernel(), {1, 4}, {arr("a", {1, 2, 3}), arr("b", {4, 5, 6}), arr("out", {0}), scalar("n", 3)}});
+  {
+    std::vector<std::int32_t> a(24), b(24);
+    for (int i = 0; i < 24; ++i) a[i] = i - 11, b[i] = 3 * i + 1000;
+    v.push_back({"dot 3x8 (thread blocks)",
+                 dot_kernel(),
+                 {3, 8},
+                 {arr("a", a), arr("b", b), arr("out", {0}), scalar("n", 20)}});
+  }
+  v.push_back({"ifelse 1x8 (divergent branch)",
+               ifelse_kernel(),
+               {1, 8},
+               {arr("a", {3, -8, 7, 10, 0, 5, -3, 12}), arr("out", std::vector<std::int32_t>(8, 0))}});
+  v.push_back({"loop 1x7 (trip counts, partial warp)",
+               loop_kernel(),
+               {1, 7},
+               {arr("a", {3, 0, 5, 1, -2, 7, 2}), arr("out", std::vector<std::int32_t>(7, 99))}});
+  {
+    std::vector<std::int32_t> in(16);
+    for (int i = 0; i < 16; ++i) in[i] = 7 * i - 40;
+    v.push_back({"reduce 2x8 (barriers, shared memory)", reduce_kernel(), {2, 8}, {arr("in", in), arr("out", {0, 0})}});
+  }
+  {
+    std::vector<std::int32_t> a(10), b(10), c(10, -7);
+    for (int i = 0; i < 10; ++i) a[i] = i * i, b[i] = 50000 * i;
+    v.push_back(
+        {"vadd 2x5 (partial warps)", vadd_kernel(), {2, 5}, {arr("a", a), arr("b", b), arr("c", c), scalar("n", 9)}});
+  }
+  v.push_back({"atomics 2x4",
+               atomics_kernel(),
+               {2, 4},
+               {arr("a", {5, -9, 300, 42, 7, 100000, -1, 8}), arr("m", std::vector<std::int32_t>(11, 0))}});
+  return v;
+}
+
+void run_launches(DType dtype) {
+  Stats st;
+  for (const Case& c : cases()) {
+    replay(c.name, c.kernel, c.shape, c.args, dtype, st);
+    if (::testing::Test::HasFailure()) return;
+  }
+  if (::testing::Test::HasFailure()) return;
+  std::printf(
+      "machine (%s): %lld EXEC tokens checked (%lld write-back items), %lld tokens fed; min margins mlp %g "
+      "gdn %g\n",
+      dtype == DType::kF32 ? "fp32" : "bf16", static_cast<long long>(st.execs), static_cast<long long>(st.items),
+      static_cast<long long>(st.tokens), st.mlp_margin, st.gdn_margin);
+  EXPECT_GE(st.mlp_margin, 128);
+  EXPECT_GE(st.gdn_margin, 128);
+}
+
+TEST(CircuitMachine, ExecPassReplaysLaunchesFp32) {
+  run_launches(DType::kF32);
+}
+TEST(CircuitMachine, ExecPassReplaysLaunchesBf16) {
+  run_launches(DType::kBF16);
+}
+
+}  // namespace
+}  // namespace qgpu::simt::test
