@@ -24,6 +24,7 @@
 #include "protocol.h"
 #include "qgpu/weights/compile.h"
 #include "qgpu/weights/reference.h"
+#include "qgpu/weights/state.h"
 
 namespace qgpu::simt {
 namespace {
@@ -647,6 +648,55 @@ TEST(CircuitMemory, ProtocolLayoutMatchesLaneOrderModel) {
 }
 TEST(CircuitMemory, CompactLayoutMatchesLaneOrderModel) {
   run_layout(MemoryLayout::kCompact, "compact");
+}
+
+// The host's read-back (docs/PROTOCOL.md §5): after WMEM records (a random image, then
+// overwrites of 1-4 words in every format at random places), every word of both spaces
+// read straight from the bank RAMs' recurrent state with weights::read_ram (every
+// replica must agree) equals the plain model's memory.
+void run_host_read(MemoryLayout layout) {
+  const Compiled& k = compiled(layout);
+  ASSERT_TRUE(k.ok);
+  const bool compact = layout == MemoryLayout::kCompact;
+  for (DType dt : {DType::kF32, DType::kBF16}) {
+    Run run(k, dt);
+    std::mt19937_64 rng(77);
+    write_image(run, rng);
+    for (int i = 0; i < 60; ++i) {
+      std::vector<std::uint32_t> v(1 + rng() % 4);
+      for (auto& x : v) x = value(rng);
+      run.write(rng() % 2, static_cast<std::uint32_t>(rng() % (run.words - v.size() + 1)), v);
+    }
+    const weights::StateView state = run.m.state_view();
+    std::array<std::vector<std::uint64_t>, 8> banks;  // read_ram of each bank RAM, by index in rams.rams
+    for (std::size_t r = 0; r < k.mem.rams.rams.size(); ++r) {
+      auto rows = weights::read_ram(k.cc, k.mem.rams.rams[r], state);
+      ASSERT_TRUE(rows.has_value()) << rows.status().to_string();
+      banks[r] = std::move(*rows);
+    }
+    int wrong = 0, nonzero = 0;
+    for (int s = 0; s < 2; ++s)
+      for (int w = 0; w < run.words; ++w) {
+        const int bank = w & 3, ram = compact ? bank : s * 4 + bank, row = compact ? s * 64 + (w >> 2) : w >> 2;
+        const std::uint32_t want = run.mem[s][static_cast<std::size_t>(w)];
+        nonzero += want != 0;
+        if (banks[ram][static_cast<std::size_t>(row)] != want && ++wrong <= 8)
+          ADD_FAILURE() << (s ? "shared" : "global") << " word " << w << " = 0x" << std::hex
+                        << banks[ram][static_cast<std::size_t>(row)] << ", expected 0x" << want;
+      }
+    std::printf(
+        "[ %s %s ] host read-back of 2 x %d words from the bank RAMs' state (%zu replicas each) after %d "
+        "tokens: %d wrong (%d nonzero words)\n",
+        compact ? "compact" : "protocol", std::string(weights::dtype_name(dt)).c_str(), run.words,
+        k.cc.rams[static_cast<std::size_t>(k.mem.rams.rams[0])].replicas.size(), run.tokens, wrong, nonzero);
+    EXPECT_EQ(wrong, 0);
+    EXPECT_GT(nonzero, run.words);
+  }
+}
+
+TEST(CircuitMemory, HostReadsEveryWordFromTheState) {
+  run_host_read(MemoryLayout::kCompact);
+  run_host_read(MemoryLayout::kProtocol);
 }
 
 }  // namespace

@@ -592,6 +592,26 @@ sdk::Expected<std::vector<Layer>> emit(const Circuit& circuit, const Target& tar
   return layers;
 }
 
+std::vector<RamPlacement> ram_placements(const Circuit& circuit, const Target& target, const Schedule& sched) {
+  // Mirrors emit(): a port's key heads [first, first + n) carry value heads from first·r on,
+  // ceil(width / bits_per_head) of them.
+  const auto& s = target.shapes;
+  const int bph = bits_per_head(s);
+  const std::int64_t r = s.linear_num_key_heads > 0 ? s.linear_num_value_heads / s.linear_num_key_heads : 0;
+  std::vector<RamPlacement> out;
+  for (const Ram& ram : circuit.rams())
+    out.push_back(RamPlacement{ram.owner + "." + ram.name, ram.rows, ram.width, bph, {}});
+  for (std::size_t i = 0; i < circuit.ops().size() && i < sched.op_layer.size(); ++i) {
+    const Op& op = circuit.ops()[i];
+    if (op.is_mlp || op.gdn.kind != GdnOp::Kind::kRamRead) continue;
+    RamPlacement& p = out[static_cast<std::size_t>(op.gdn.ram)];
+    p.replicas.push_back(RamReplica{static_cast<int>(i), sched.op_layer[i],
+                                    static_cast<int>(sched.op_first_head[i] * r), (p.width + bph - 1) / bph,
+                                    static_cast<int>(op.gdn.addr.size())});
+  }
+  return out;
+}
+
 sdk::Expected<CompiledCircuit> compile(const Circuit& circuit, const Target& target) {
   CompiledCircuit out;
   out.target = target;
@@ -601,6 +621,7 @@ sdk::Expected<CompiledCircuit> compile(const Circuit& circuit, const Target& tar
   if (!alloc) return alloc.status();
   auto layers = emit(circuit, target, *sched, *alloc);
   if (!layers) return layers.status();
+  out.rams = ram_placements(circuit, target, *sched);
   out.schedule = std::move(*sched);
   out.allocation = std::move(*alloc);
   out.layers = std::move(*layers);

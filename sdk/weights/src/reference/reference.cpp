@@ -274,6 +274,23 @@ std::vector<float> ReferenceModel::step(const std::vector<float>& x_in) {
   return x;
 }
 
+LayerStateView ReferenceModel::gdn_state(std::size_t layer) const {
+  LayerStateView v;
+  if (layer >= state_.size()) return v;
+  v.data = state_[layer].s.data();
+  v.value_heads = shapes_.linear_num_value_heads;
+  v.key_dim = shapes_.linear_key_head_dim;
+  v.value_dim = shapes_.linear_value_head_dim;
+  return v;
+}
+
+StateView ReferenceModel::state_view() const {
+  StateView v;
+  v.dtype = dtype_;
+  for (std::size_t l = 0; l < state_.size(); ++l) v.layers.push_back(gdn_state(l));
+  return v;
+}
+
 std::string ReferenceModel::margin_report() const {
   std::ostringstream os;
   for (std::size_t i = 0; i < margins_.size(); ++i) {

@@ -145,11 +145,38 @@ sdk::Status check_allocation(const Circuit& circuit, const Target& target, const
 sdk::Expected<std::vector<Layer>> emit(const Circuit& circuit, const Target& target, const Schedule& schedule,
                                        const Allocation& allocation);
 
+// Where a RAM's rows live in the Gated DeltaNet state (docs/CIRCUITS.md §3), so that
+// they can be read back without a token (read_ram in state.h). Every read port is a
+// replica holding every row: in layer `layer`, value heads first_value_head ..
+// first_value_head + value_heads - 1, each state matrix S [dk][dv]. Row r is key row
+// r of each of them (the write key and the read query are one-hot e_r built from the
+// address), and bit b lies in value head first_value_head + b / bits_per_head at value
+// channel 2·(b % bits_per_head) (its 1 rail) and the next one (its 0 rail), stored as
+// U = 64; a short last head holds constant-one pads (U, 0) after the last bit, and
+// channels from 2·bits_per_head on stay 0. A row never written is all zeros.
+struct RamReplica {
+  int op = -1;  // the read port's index in Circuit::ops()
+  int layer = 0;
+  int first_value_head = 0;
+  int value_heads = 0;
+  int addr_bits = 0;  // width of the read address the query is built from
+};
+struct RamPlacement {
+  std::string name;  // owner.name
+  int rows = 0;
+  int width = 0;
+  int bits_per_head = 0;             // dv / 4
+  std::vector<RamReplica> replicas;  // in op order; empty when no port reads the RAM (no state holds it)
+};
+// The placement of every RAM of the circuit (index = Circuit::rams() index) under `schedule`.
+std::vector<RamPlacement> ram_placements(const Circuit& circuit, const Target& target, const Schedule& schedule);
+
 struct CompiledCircuit {
   Target target;
   Schedule schedule;
   Allocation allocation;
   std::vector<Layer> layers;
+  std::vector<RamPlacement> rams;  // per Circuit::rams() index (ram_placements)
   std::int64_t total_neurons() const;
 };
 

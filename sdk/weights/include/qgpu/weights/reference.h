@@ -12,6 +12,7 @@
 #include "qgpu/sdk/base_model.h"
 #include "qgpu/weights/model.h"
 #include "qgpu/weights/numerics.h"
+#include "qgpu/weights/state.h"
 
 namespace qgpu::weights {
 
@@ -47,6 +48,13 @@ class ReferenceModel {
   std::vector<float> step(const std::vector<float>& x);
   void reset();
   DType dtype() const { return dtype_; }
+  // Layer `layer`'s Gated DeltaNet recurrent state S, fp32 [value heads][dk][dv]
+  // contiguous (HF's recurrent_state without the batch axis), as it stands after
+  // the last step. Points into the model: step() updates it in place, reset()
+  // and destruction invalidate it. An empty view (data nullptr) past the last layer.
+  LayerStateView gdn_state(std::size_t layer) const;
+  // Every layer's state with the model's dtype, for read_ram (state.h).
+  StateView state_view() const;
   const std::vector<LayerMargin>& margins() const { return margins_; }
   std::string margin_report() const;  // one line per layer
 
