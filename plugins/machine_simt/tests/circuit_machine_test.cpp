@@ -36,6 +36,37 @@ std::int64_t hidden_size() {
   return 16384;
 }
 
+// Where the residual goes: live dual-rail bits per sub-layer, and at the widest point the
+// owners holding them (the first step of fitting the machine into 2048 channels).
+void print_live(const weights::Circuit& c, const weights::CompiledCircuit& cc) {
+  const auto lr = weights::live_ranges(c, cc.target, cc.schedule);
+  const int subs = 2 * cc.schedule.num_layers;
+  std::vector<int> live(static_cast<std::size_t>(subs + 1), 0);
+  std::vector<char> seen(c.fields().size(), 0);
+  for (std::size_t f = 0; f < c.fields().size(); ++f) {
+    const int root = lr[f].root < 0 ? static_cast<int>(f) : lr[f].root;
+    if (seen[static_cast<std::size_t>(root)]++) continue;
+    for (int sl = -1; sl < subs; ++sl)
+      if (lr[f].live_after(sl)) live[static_cast<std::size_t>(sl + 1)] += c.fields()[f].width;
+  }
+  int peak = 0;
+  for (int sl = 0; sl <= subs; ++sl)
+    if (live[static_cast<std::size_t>(sl)] > live[static_cast<std::size_t>(peak)]) peak = sl;
+  std::printf("machine: live bits per layer (after its MLP):");
+  for (int l = 0; l < cc.schedule.num_layers; ++l) std::printf(" %d", live[static_cast<std::size_t>(2 * l + 2)]);
+  std::printf("\nmachine: peak %d bits after sub-layer %d; by owner:", live[static_cast<std::size_t>(peak)], peak - 1);
+  std::map<std::string, int> by_owner;
+  std::fill(seen.begin(), seen.end(), 0);
+  for (std::size_t f = 0; f < c.fields().size(); ++f) {
+    const int root = lr[f].root < 0 ? static_cast<int>(f) : lr[f].root;
+    if (seen[static_cast<std::size_t>(root)]++ || !lr[f].live_after(peak - 1)) continue;
+    by_owner[c.fields()[f].owner] += c.fields()[f].width;
+  }
+  for (const auto& [owner, bits] : by_owner)
+    if (bits >= 32) std::printf(" %s %d,", owner.c_str(), bits);
+  std::printf("\n");
+}
+
 const Rig& rig() {
   static std::unique_ptr<Rig> r = [] {
     auto x = std::make_unique<Rig>();
@@ -104,6 +135,7 @@ const Rig& rig() {
         x->cc.schedule.num_layers, static_cast<long long>(x->cc.total_neurons()), static_cast<long long>(widest),
         static_cast<long long>(heads), static_cast<long long>(x->cc.allocation.channels_used),
         static_cast<long long>(hidden_size()), secs);
+    print_live(x->c, x->cc);
     return x;
   }();
   return *r;
@@ -175,7 +207,9 @@ void check_exec(const Rig& r, const std::vector<float>& y, const Expected& e, st
         static_cast<std::uint32_t>(rd(m.mem_writes.value[l], "mem value"));
   }
   EXPECT_EQ(words, e.words) << where << ": memory write-backs differ";
-  if (any) EXPECT_EQ(rd({m.mem_writes.shared}, "mem shared") != 0, e.shared) << where << ": memory space";
+  if (any) {
+    EXPECT_EQ(rd({m.mem_writes.shared}, "mem shared") != 0, e.shared) << where << ": memory space";
+  }
   // SCHED groups.
   std::vector<Record> scheds;
   for (int g = 0; g < 4; ++g) {

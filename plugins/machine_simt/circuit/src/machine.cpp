@@ -7,6 +7,7 @@
 #include "mul.h"
 #include "operands.h"
 #include "qgpu/weights/primitives.h"
+#include "shuffle.h"
 
 namespace qgpu::simt::circuit {
 namespace {
@@ -35,19 +36,6 @@ sdk::Status take(sdk::Expected<T> r, T& out) {
   return sdk::Status::ok();
 }
 
-// out = Σ sources (at most one source bit is 1 per output bit on any token): one
-// selector neuron per source bit.
-sdk::Expected<Word> add_exclusive(Circuit& c, const std::string& owner, const std::string& name,
-                                  const std::vector<Word>& sources) {
-  auto out = c.computed(owner, name, static_cast<int>(sources.front().size()));
-  if (!out) return out.status();
-  MlpBuilder op(c);
-  for (const Word& s : sources)
-    for (std::size_t i = 0; i < s.size(); ++i) op.select({s[i]}, weights::Affine{{}, 1}, {Term{(*out)[i], 1}});
-  QGPU_RETURN_IF_ERROR(op.commit(owner + "." + name));
-  return *out;
-}
-
 class Builder {
  public:
   Builder(Circuit& c, const MachineOptions& o) : c_(c), o_(o) {}
@@ -64,6 +52,7 @@ class Builder {
   Machine m_;
   Bit en_;
   std::vector<Memory> mem_;  // per slot
+  Bit last_mul_;             // the previous slot's last multiplier bit
 };
 
 sdk::Status Builder::build() {
@@ -100,6 +89,9 @@ sdk::Status Builder::slot(int s) {
     const MachineSlot& e = m_.slot[static_cast<std::size_t>(j)];
     oi.earlier.push_back(EarlierSlot{e.opcode, e.d, e.value});
   }
+  // The reads wait for the previous slot's deepest unit (its multiplier's last
+  // lane), so that each slot's 384 read bits live for one layer only.
+  if (s > 0) oi.after = last_mul_;
   OperandsOut ops;
   QGPU_RETURN_IF_ERROR(take(build_operands(c_, oi), ops));
 
@@ -135,20 +127,24 @@ sdk::Status Builder::slot(int s) {
   Memory mem;
   QGPU_RETURN_IF_ERROR(take(build_memory(c_, m_.memory, me), mem));
   mem_.push_back(mem);
+  last_mul_ = mul.d[kProtoLanes - 1][31];
 
+  // The shuffle unit's last MLP adds the other units' results: its d is the slot's value.
+  ShuffleIn si;
+  si.owner = "shfl." + so;
+  si.enable = en_;
+  si.opcode = f.opcode;
+  si.flags = f.flags;
+  si.lanes = m_.fd.exec_lanes;
+  si.a = ops.a;
+  si.b = ops.b;
+  for (int l = 0; l < kProtoLanes; ++l) si.also_add[l] = {alu.d[l], mul.d[l], mem.lane[l].loaded};
+  ShuffleOut sh;
+  QGPU_RETURN_IF_ERROR(take(build_shuffle(c_, si), sh));
   MachineSlot& out = m_.slot[static_cast<std::size_t>(s)];
   out.opcode = f.opcode;
   out.d = f.d;
-  c_.push_enable(en_);
-  for (int l = 0; l < kProtoLanes; ++l) {
-    auto v = add_exclusive(c_, "slot." + so, "lane" + std::to_string(l), {alu.d[l], mul.d[l], mem.lane[l].loaded});
-    if (!v) {
-      c_.pop_enable();
-      return v.status();
-    }
-    out.value[l] = std::move(*v);
-  }
-  c_.pop_enable();
+  out.value = sh.d;
   return sdk::Status::ok();
 }
 
@@ -162,6 +158,7 @@ sdk::Status Builder::terminator() {
   oi.nctaid = m_.control.nctaid;
   oi.want_b = oi.want_c = false;
   for (const MachineSlot& e : m_.slot) oi.earlier.push_back(EarlierSlot{e.opcode, e.d, e.value});
+  oi.after = last_mul_;
   OperandsOut ops;
   QGPU_RETURN_IF_ERROR(take(build_operands(c_, oi), ops));
   c_.push_enable(en_);

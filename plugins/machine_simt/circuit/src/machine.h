@@ -8,10 +8,11 @@
 //   control, first part      latches (%ntid, %ctaid, %nctaid), scheduler rows,
 //                            everything that does not read a branch condition
 //   slot s = 0..3            operand select with bypass from slots < s
-//                            (operands.h), then the ALU, the multiplier and the
-//                            memory unit side by side on the same operands (each
-//                            gives exactly 0 for an opcode that is not its own),
-//                            and one MLP adding their results into the slot's value
+//                            (operands.h), then the ALU, the multiplier, the memory
+//                            unit and the shuffle unit side by side on the same
+//                            operands (each gives exactly 0 for an opcode that is not
+//                            its own); the shuffle's last MLP adds the others' results
+//                            into the slot's value
 //   terminator               operand a of slot 4 (bypass from every slot),
 //                            cond = [a != 0] per lane, each lane's next block
 //   control, second part     SCHED groups and the next control record
