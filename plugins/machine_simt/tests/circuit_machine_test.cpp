@@ -32,10 +32,6 @@ struct Rig {
   std::string error;
 };
 
-std::int64_t hidden_size() {
-  return 16384;
-}
-
 // Where the residual goes: live dual-rail bits per sub-layer, and at the widest point the
 // owners holding them (the first step of fitting the machine into 2048 channels).
 void print_live(const weights::Circuit& c, const weights::CompiledCircuit& cc) {
@@ -112,10 +108,7 @@ const Rig& rig() {
         return x;
       }
     }
-    weights::Target t;
-    t.shapes = qwen2b_shapes();
-    t.shapes.hidden_size = hidden_size();
-    t.keep_unread_fields = false;
+    const weights::Target t = circuit::machine_target();
     const auto t0 = std::chrono::steady_clock::now();
     auto cc = weights::compile(x->c, t);
     if (!cc) {
@@ -134,7 +127,7 @@ const Rig& rig() {
         "(compiled in %.1f s)\n",
         x->cc.schedule.num_layers, static_cast<long long>(x->cc.total_neurons()), static_cast<long long>(widest),
         static_cast<long long>(heads), static_cast<long long>(x->cc.allocation.channels_used),
-        static_cast<long long>(hidden_size()), secs);
+        static_cast<long long>(circuit::kMachineHidden), secs);
     print_live(x->c, x->cc);
     return x;
   }();

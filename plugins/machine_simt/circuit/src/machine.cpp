@@ -288,6 +288,14 @@ sdk::Status Builder::outputs() {
 
 }  // namespace
 
+weights::Target machine_target() {
+  weights::Target t;
+  t.shapes = weights::qwen35_2b_shapes();
+  t.shapes.hidden_size = kMachineHidden;
+  t.keep_unread_fields = false;
+  return t;
+}
+
 sdk::Expected<Machine> build_machine(Circuit& c, const MachineOptions& options) {
   Builder b(c, options);
   QGPU_RETURN_IF_ERROR(b.build());

@@ -23,6 +23,7 @@
 #pragma once
 
 #include <array>
+#include <cstdint>
 #include <string>
 
 #include "control.h"
@@ -31,6 +32,7 @@
 #include "protocol.h"
 #include "qgpu/sdk/status.h"
 #include "qgpu/weights/circuit.h"
+#include "qgpu/weights/compile.h"
 #include "register_file.h"
 #include "wbanalysis.h"
 #include "writeback.h"
@@ -38,6 +40,11 @@
 namespace qgpu::simt::circuit {
 
 inline constexpr int kMachineSlots = 4;  // instruction slots per block (the terminator is slot 4)
+
+// The residual width the assembled machine compiles to today: its live peak is ~4,800
+// dual-rail bits (docs/MACHINE_CIRCUIT.md §8), so it does not fit Qwen3.5-2B's 2,048
+// channels yet; every other shape is the base's.
+inline constexpr std::int64_t kMachineHidden = 16384;
 
 struct MachineOptions {
   MemoryLayout memory = MemoryLayout::kCompact;
@@ -70,5 +77,9 @@ struct Machine {
 
 // Adds the machine's EXEC pass to `c` (an empty circuit).
 sdk::Expected<Machine> build_machine(weights::Circuit& c, const MachineOptions& options = {});
+
+// The compile target of the machine: Qwen3.5-2B's layer shapes at kMachineHidden,
+// dead fields' channels reused.
+weights::Target machine_target();
 
 }  // namespace qgpu::simt::circuit
