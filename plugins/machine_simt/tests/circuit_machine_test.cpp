@@ -13,6 +13,7 @@
 #include <memory>
 #include <set>
 
+#include "choice.h"
 #include "circuit_harness.h"
 #include "kernels.h"
 #include "lower.h"
@@ -29,8 +30,11 @@ struct Rig {
   weights::Circuit c{"machine"};
   Machine m;
   weights::CompiledCircuit cc;
+  weights::SparseMatrix unembed;  // the machine's rows (choice.h)
   std::string error;
 };
+
+constexpr double kAlpha = 4;
 
 // Where the residual goes: live dual-rail bits per sub-layer, and at the widest point the
 // owners holding them (the first step of fitting the machine into 2048 channels).
@@ -97,6 +101,12 @@ const Rig& rig() {
     outs.push_back(n.warp);
     outs.push_back(n.lanes);
     outs.push_back(n.cta_index);
+    const circuit::NextToken& nt = x->m.sequencer.next;
+    outs.push_back({nt.wreg, nt.wmem, nt.sched, nt.data, nt.exec, nt.sync, nt.cta, nt.halt, nt.wmem_shared});
+    for (const Word* w : {&nt.warp, &nt.wreg_reg, &nt.wreg_lanes, &nt.wreg_format, &nt.wmem_word, &nt.wmem_count,
+                          &nt.wmem_format, &nt.sched_lanes, &nt.sched_status, &nt.sched_block, &nt.exec_block,
+                          &nt.exec_lanes, &nt.cta_index, &nt.data_value})
+      outs.push_back(*w);
     for (const Word& w : outs) {
       Word pos;
       for (const weights::Bit& b : w)
@@ -129,6 +139,12 @@ const Rig& rig() {
         static_cast<long long>(heads), static_cast<long long>(x->cc.allocation.channels_used),
         static_cast<long long>(circuit::kMachineHidden), secs);
     print_live(x->c, x->cc);
+    auto u = circuit::record_unembedding(x->m.sequencer.next, x->cc.allocation, kAlpha);
+    if (!u) {
+      x->error = u.status().to_string();
+      return x;
+    }
+    x->unembed = std::move(*u);
     return x;
   }();
   return *r;
@@ -166,7 +182,8 @@ Expected expected_after(const std::vector<Record>& s, std::size_t i) {
 }
 
 struct Stats {
-  std::int64_t tokens = 0, execs = 0, items = 0;
+  std::int64_t tokens = 0, execs = 0, items = 0, chosen = 0;
+  double choice_margin = 1e30;
   double mlp_margin = 1e30, gdn_margin = 1e30;
 };
 
@@ -234,8 +251,23 @@ void check_exec(const Rig& r, const std::vector<float>& y, const Expected& e, st
   st.items += static_cast<std::int64_t>(e.regs.size() + e.words.size() + e.scheds.size() + 1);
 }
 
+// The circuit's choice on residual `y`: the best of the machine's rows (choice.h).
+sdk::Expected<circuit::Choice> choice(const Rig& r, const std::vector<float>& y) {
+  std::vector<float> logits(static_cast<std::size_t>(r.unembed.rows), 0.f);
+  for (std::int64_t row = 0; row < r.unembed.rows; ++row) {
+    double acc = 0;
+    for (std::int64_t p = r.unembed.row_ptr[row]; p < r.unembed.row_ptr[row + 1]; ++p)
+      acc += r.unembed.val[p] * y[static_cast<std::size_t>(r.unembed.col[p])];
+    logits[static_cast<std::size_t>(row)] = static_cast<float>(acc / weights::kResidualUnit);
+  }
+  return circuit::choose(logits);
+}
+
+// Feeds the prompt and the generated stream; checks every EXEC's write-back inputs and,
+// with `stream`, that after every token from RUN on the machine chooses the stream's next
+// token (teacher forcing: the stream's token is fed whatever was chosen).
 void replay(const std::string& name, const sdk::KernelIR& kernel, sdk::LaunchShape shape,
-            const std::vector<sdk::LaunchArg>& args, DType dtype, Stats& st) {
+            const std::vector<sdk::LaunchArg>& args, bool stream, DType dtype, Stats& st) {
   const Rig& r = rig();
   ASSERT_TRUE(r.error.empty()) << r.error;
   auto p = lower_kernel(kernel, shape, {});
@@ -245,24 +277,46 @@ void replay(const std::string& name, const sdk::KernelIR& kernel, sdk::LaunchSha
   std::vector<Record> s = lr->prompt;
   const std::size_t gen_start = s.size();
   s.insert(s.end(), lr->generated.begin(), lr->generated.end());
-  weights::ReferenceModel model(r.cc.layers, r.cc.target.shapes, dtype);
+  // Every token of the stream with the record it belongs to.
+  std::vector<std::int64_t> ids;
+  std::vector<std::size_t> rec_of;
   for (std::size_t i = 0; i < s.size(); ++i) {
-    const Record& rec = s[i];
-    const std::string where = name + " record " + std::to_string(i) + " (" + to_text(rec) + ")";
-    auto ids = circuit::record_token_ids(r.m.fd.records, rec);
-    ASSERT_TRUE(ids) << where << ": " << ids.status().to_string();
-    std::vector<float> y;
-    for (std::int64_t id : *ids) {
-      auto in = circuit::token_inputs(r.m.fd.records, id);
-      ASSERT_TRUE(in) << where << ": " << in.status().to_string();
-      y = run_token(model, r.c, r.cc, *in);
-      ++st.tokens;
+    auto t = circuit::record_token_ids(r.m.fd.records, s[i]);
+    ASSERT_TRUE(t) << name << " record " << i << ": " << t.status().to_string();
+    for (std::int64_t id : *t) {
+      ids.push_back(id);
+      rec_of.push_back(i);
     }
+  }
+  weights::ReferenceModel model(r.cc.layers, r.cc.target.shapes, dtype);
+  for (std::size_t k = 0; k < ids.size(); ++k) {
+    const std::size_t i = rec_of[k];
+    const Record& rec = s[i];
+    const std::string where =
+        name + " token " + std::to_string(k) + " of record " + std::to_string(i) + " (" + to_text(rec) + ")";
+    auto in = circuit::token_inputs(r.m.fd.records, ids[k]);
+    ASSERT_TRUE(in) << where << ": " << in.status().to_string();
+    const std::vector<float> y = run_token(model, r.c, r.cc, *in);
+    ++st.tokens;
     if (i >= gen_start && rec.kind == RecordKind::kExec) {
       check_exec(r, y, expected_after(s, i), rec.warp, where, st);
       ++st.execs;
-      if (::testing::Test::HasFailure()) return;
     }
+    // From the RUN token (the prompt's last) on, the next token is the machine's choice.
+    if (stream && i + 1 >= gen_start && k + 1 < ids.size()) {
+      auto ch = choice(r, y);
+      const std::int64_t want = ids[k + 1] - r.m.fd.records.base;
+      if (!ch || ch->offset != want) {
+        auto w = token_record(want);
+        auto g = ch ? token_record(ch->offset) : sdk::Expected<Record>(ch.status());
+        ADD_FAILURE() << where << ": the machine chose " << (g ? to_text(*g) : g.status().to_string())
+                      << ", the stream has " << (w ? to_text(*w) : "?");
+      } else {
+        st.choice_margin = std::min(st.choice_margin, ch->margin);
+        ++st.chosen;
+      }
+    }
+    if (::testing::Test::HasFailure()) return;
   }
   fold_margins(model, st.mlp_margin, st.gdn_margin);
 }
@@ -272,6 +326,7 @@ struct Case {
   sdk::KernelIR kernel;
   sdk::LaunchShape shape;
   std::vector<sdk::LaunchArg> args;
+  bool stream = true;  // check every generated token (grid 1: CTA's zeroing write-backs are not built)
 };
 
 std::vector<Case> cases() {
@@ -284,7 +339,8 @@ std::vector<Case> cases() {
     v.push_back({"dot 3x8 (thread blocks)",
                  dot_kernel(),
                  {3, 8},
-                 {arr("a", a), arr("b", b), arr("out", {0}), scalar("n", 20)}});
+                 {arr("a", a), arr("b", b), arr("out", {0}), scalar("n", 20)},
+                 false});
   }
   v.push_back({"ifelse 1x8 (divergent branch)",
                ifelse_kernel(),
@@ -297,33 +353,47 @@ std::vector<Case> cases() {
   {
     std::vector<std::int32_t> in(16);
     for (int i = 0; i < 16; ++i) in[i] = 7 * i - 40;
-    v.push_back({"reduce 2x8 (barriers, shared memory)", reduce_kernel(), {2, 8}, {arr("in", in), arr("out", {0, 0})}});
+    v.push_back(
+        {"reduce 2x8 (barriers, shared memory)", reduce_kernel(), {2, 8}, {arr("in", in), arr("out", {0, 0})}, false});
+    in.resize(8);
+    v.push_back({"reduce 1x8 (barriers, shared memory)", reduce_kernel(), {1, 8}, {arr("in", in), arr("out", {0})}});
   }
   {
     std::vector<std::int32_t> a(10), b(10), c(10, -7);
     for (int i = 0; i < 10; ++i) a[i] = i * i, b[i] = 50000 * i;
+    v.push_back({"vadd 2x5 (partial warps)",
+                 vadd_kernel(),
+                 {2, 5},
+                 {arr("a", a), arr("b", b), arr("c", c), scalar("n", 9)},
+                 false});
     v.push_back(
-        {"vadd 2x5 (partial warps)", vadd_kernel(), {2, 5}, {arr("a", a), arr("b", b), arr("c", c), scalar("n", 9)}});
+        {"vadd 1x7 (partial warp)", vadd_kernel(), {1, 7}, {arr("a", a), arr("b", b), arr("c", c), scalar("n", 6)}});
   }
   v.push_back({"atomics 2x4",
                atomics_kernel(),
                {2, 4},
-               {arr("a", {5, -9, 300, 42, 7, 100000, -1, 8}), arr("m", std::vector<std::int32_t>(11, 0))}});
+               {arr("a", {5, -9, 300, 42, 7, 100000, -1, 8}), arr("m", std::vector<std::int32_t>(11, 0))},
+               false});
+  v.push_back({"atomics 1x4",
+               atomics_kernel(),
+               {1, 4},
+               {arr("a", {5, -9, 300, 42}), arr("m", std::vector<std::int32_t>(11, 0))}});
   return v;
 }
 
 void run_launches(DType dtype) {
   Stats st;
   for (const Case& c : cases()) {
-    replay(c.name, c.kernel, c.shape, c.args, dtype, st);
+    replay(c.name, c.kernel, c.shape, c.args, c.stream, dtype, st);
     if (::testing::Test::HasFailure()) return;
   }
   if (::testing::Test::HasFailure()) return;
   std::printf(
-      "machine (%s): %lld EXEC tokens checked (%lld write-back items), %lld tokens fed; min margins mlp %g "
-      "gdn %g\n",
+      "machine (%s): %lld EXEC tokens checked (%lld write-back items), %lld generated tokens chosen exactly "
+      "(min choice margin %g), %lld tokens fed; min margins mlp %g gdn %g\n",
       dtype == DType::kF32 ? "fp32" : "bf16", static_cast<long long>(st.execs), static_cast<long long>(st.items),
-      static_cast<long long>(st.tokens), st.mlp_margin, st.gdn_margin);
+      static_cast<long long>(st.chosen), st.choice_margin, static_cast<long long>(st.tokens), st.mlp_margin,
+      st.gdn_margin);
   EXPECT_GE(st.mlp_margin, 128);
   EXPECT_GE(st.gdn_margin, 128);
 }

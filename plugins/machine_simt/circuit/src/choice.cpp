@@ -65,7 +65,7 @@ bool generated_token_bits(const NextToken& n, std::int64_t offset, TokenBits& ou
 }
 
 sdk::Expected<weights::SparseMatrix> record_unembedding(const NextToken& next, const weights::Allocation& a,
-                                                       double alpha) {
+                                                        double alpha) {
   int e = 0;
   if (!(alpha > 0) || std::frexp(alpha, &e) != 0.5)
     return sdk::invalid_argument("record unembedding: alpha " + std::to_string(alpha) + " is not a power of two");

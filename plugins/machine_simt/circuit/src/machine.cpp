@@ -256,17 +256,45 @@ sdk::Status Builder::outputs() {
     }
     QGPU_RETURN_IF_ERROR(op.commit("memw"));
 
-    // Scheduler groups: control's (s1, s0) to the protocol's LaneStatus (bit 1 = s1,
-    // bit 0 = [s0 == s1]).
+    // Scheduler groups, packed (control may leave its first group empty and fill the
+    // second; the sequencer takes valid groups first) and in the protocol's status
+    // encoding: control's (s1, s0) → LaneStatus bit 1 = s1, bit 0 = [s0 == s1].
+    const SchedWrite& g0 = m_.control.groups[0];
+    const SchedWrite& g1 = m_.control.groups[1];
+    const Bit v0 = g0.valid, v1 = g1.valid;
+    Word pa, pb;  // valid, lanes (4), status (2), block (5)
+    QGPU_RETURN_IF_ERROR(take(c_.computed("groups", "first", 12), pa));
+    QGPU_RETURN_IF_ERROR(take(c_.computed("groups", "second", 12), pb));
+    auto fields = [&](const SchedWrite& g) {
+      std::vector<std::vector<std::vector<Bit>>> f;  // per output bit: the patterns that set it
+      f.push_back({{g.valid}});
+      for (int i = 0; i < 4; ++i) f.push_back({{g.lanes[i]}});
+      f.push_back({{g.status[0], g.status[1]}, {!g.status[0], !g.status[1]}});
+      f.push_back({{g.status[1]}});
+      for (int i = 0; i < kBlockBits; ++i) f.push_back({{g.block[i]}});
+      return f;
+    };
+    const auto f0 = fields(g0), f1 = fields(g1);
+    const weights::Affine one{{}, 1};
+    MlpBuilder gop(c_);
+    for (int b = 0; b < 12; ++b) {
+      for (std::vector<Bit> p : f0[static_cast<std::size_t>(b)]) {  // first = g0 where g0 is valid
+        p.push_back(v0);
+        gop.select(p, one, {Term{pa[b], 1}});
+      }
+      for (const std::vector<Bit>& q : f1[static_cast<std::size_t>(b)]) {
+        std::vector<Bit> p = q;  // first = g1 where g0 is not valid
+        p.push_back(!v0);
+        gop.select(p, one, {Term{pa[b], 1}});
+        p.back() = v0;  // second = g1 where both are valid
+        p.push_back(v1);
+        gop.select(p, one, {Term{pb[b], 1}});
+      }
+    }
+    QGPU_RETURN_IF_ERROR(gop.commit("groups.pack"));
     for (int g = 0; g < 2; ++g) {
-      const SchedWrite& sw = m_.control.groups[g];
-      Word st_w;
-      QGPU_RETURN_IF_ERROR(take(c_.computed("groups", "status" + std::to_string(g), 1), st_w));
-      MlpBuilder gop(c_);
-      gop.select({sw.status[0], sw.status[1]}, weights::Affine{{}, 1}, {Term{st_w[0], 1}});
-      gop.select({!sw.status[0], !sw.status[1]}, weights::Affine{{}, 1}, {Term{st_w[0], 1}});
-      QGPU_RETURN_IF_ERROR(gop.commit("groups.status" + std::to_string(g)));
-      m_.groups[g] = SchedGroup{sw.valid, sw.lanes, Word{st_w[0], sw.status[1]}, sw.block};
+      const Word& w = g == 0 ? pa : pb;
+      m_.groups[g] = SchedGroup{w[0], slice(w, 1, 4), slice(w, 5, 2), slice(w, 7, kBlockBits)};
     }
     return sdk::Status::ok();
   }();
@@ -283,7 +311,14 @@ sdk::Status Builder::outputs() {
   m_.next.warp = r.warp;
   m_.next.lanes = r.lanes;
   m_.next.cta_index = slice(r.cta, 0, 7);
-  return sdk::Status::ok();
+
+  SequencerIn qi;
+  qi.slot = m_.writes;
+  qi.mem = m_.mem_writes;
+  qi.sched = m_.groups;
+  qi.control = m_.next;
+  qi.exec = m_.control.gen[0];
+  return take(build_sequencer(c_, qi, m_.fd.records), m_.sequencer);
 }
 
 }  // namespace

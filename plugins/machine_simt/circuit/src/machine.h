@@ -17,6 +17,8 @@
 //                            cond = [a != 0] per lane, each lane's next block
 //   control, second part     SCHED groups and the next control record
 //   write-back analysis      final ∧ live ∧ changed per slot and lane (wbanalysis.h)
+//   sequencer                the write-back plans, stored in pending RAMs; on every
+//                            later token its successor: the next token (sequencer.h)
 // The outputs are the inputs of the write-back sequencer (writeback.h): the slot
 // writes, the block's memory writes, the scheduler groups in the protocol's
 // status encoding and the next control record.
@@ -34,6 +36,7 @@
 #include "qgpu/weights/circuit.h"
 #include "qgpu/weights/compile.h"
 #include "register_file.h"
+#include "sequencer.h"
 #include "wbanalysis.h"
 #include "writeback.h"
 
@@ -73,6 +76,9 @@ struct Machine {
   MemWriteIn mem_writes;
   std::array<SchedGroup, kProtoLanes> groups;  // groups 0-1 from control, 2-3 never valid
   ControlNext next;
+  // The write-back sequencer (sequencer.h): the next token to generate, after every
+  // EXEC, SYNC and RUN token and every token of an EXEC's write-back records.
+  SequencerOut sequencer;
 };
 
 // Adds the machine's EXEC pass to `c` (an empty circuit).

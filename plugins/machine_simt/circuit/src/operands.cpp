@@ -35,7 +35,6 @@ Word concat(const Word& lo, const Word& hi) {
   return w;
 }
 
-
 sdk::Status check_width(const std::string& owner, const std::string& what, const Word& w, std::size_t want) {
   if (w.size() == want) return sdk::Status::ok();
   return sdk::invalid_argument("operands " + owner + ": " + what + " has " + std::to_string(w.size()) +

@@ -20,7 +20,6 @@ constexpr int kLiveBits = 16;
 constexpr int kBlockBits = 5;
 constexpr int kWarpBits = 3;
 
-
 // w·[the opcode writes d]: a sum of one-hot opcode bits, so 0 or w without a neuron.
 void add_writes(std::vector<Term>& t, const Word& opcode, double w) {
   for (int op = 0; op < kOpCount; ++op)

@@ -19,14 +19,22 @@ using weights::Word;
 
 constexpr const char* kOwner = "wb";
 
-std::string slot_name(int s) { return "s" + std::to_string(s); }
+std::string slot_name(int s) {
+  return "s" + std::to_string(s);
+}
 
-Word slice(const Word& w, int lo, int n) { return Word(w.begin() + lo, w.begin() + lo + n); }
+Word slice(const Word& w, int lo, int n) {
+  return Word(w.begin() + lo, w.begin() + lo + n);
+}
 
-Affine bit_of(Bit b) { return Affine{{Term{b, 1}}, 0}; }
+Affine bit_of(Bit b) {
+  return Affine{{Term{b, 1}}, 0};
+}
 const Affine kOne{{}, 1};
 
-std::vector<Term> out(Bit b) { return {Term{b, 1}}; }
+std::vector<Term> out(Bit b) {
+  return {Term{b, 1}};
+}
 
 // A representative value of each class for the split oracle.
 constexpr std::uint32_t kClassValue[4] = {0, 1, 300, 0x12345678};
@@ -191,9 +199,9 @@ sdk::Expected<WregPlan> build_wreg_plan(Circuit& c, const WregPlanIn& in) {
       auto recs = wreg_split(emit, cls);
       if (recs.size() > kWbRecords) return sdk::internal_error("wreg plan: more records than the plan holds");
       for (std::size_t r = 0; r < recs.size(); ++r)
-        k.out |= (static_cast<std::uint64_t>(recs[r].first) | static_cast<std::uint64_t>(recs[r].second) << 4 |
-                  1ull << 6)
-                 << (7 * r);
+        k.out |=
+            (static_cast<std::uint64_t>(recs[r].first) | static_cast<std::uint64_t>(recs[r].second) << 4 | 1ull << 6)
+            << (7 * r);
       split_cubes.push_back(k);
     }
   }
@@ -211,8 +219,7 @@ sdk::Expected<WregPlan> build_wreg_plan(Circuit& c, const WregPlanIn& in) {
     int count = 0;
     if (!order_of(x, ord, count) || count == 0) return std::uint64_t{0};
     std::uint64_t y = 1 | static_cast<std::uint64_t>(ord[0]) << 1;  // first: valid, slot
-    for (int r = 0; r + 1 < count; ++r)
-      y |= (1 | static_cast<std::uint64_t>(ord[r + 1]) << 1) << (3 + 3 * ord[r]);
+    for (int r = 0; r + 1 < count; ++r) y |= (1 | static_cast<std::uint64_t>(ord[r + 1]) << 1) << (3 + 3 * ord[r]);
     return y;
   });
   if (!order) return order.status();
@@ -285,7 +292,10 @@ std::vector<Bit> operator+(std::vector<Bit> a, const std::vector<Bit>& b) {
 // bits 0-7 and the low byte into DATA bits 8-15 (byte).
 std::uint64_t data_source(int n, ValueFormat f, int i, const std::array<int, 4>& rank) {
   if (n == 0) return 0;
-  const int need = f == ValueFormat::kZero ? 0 : f == ValueFormat::kByte ? (n + 1) / 2 : f == ValueFormat::kHalf ? n : 2;
+  const int need = f == ValueFormat::kZero   ? 0
+                   : f == ValueFormat::kByte ? (n + 1) / 2
+                   : f == ValueFormat::kHalf ? n
+                                             : 2;
   if ((f == ValueFormat::kWord && n != 1) || need > kMaxDataTokens || i >= need) return 0;  // reserved or over
   std::uint64_t y = 1;
   switch (f) {
@@ -388,8 +398,8 @@ sdk::Expected<WmemPlan> build_wmem_plan(Circuit& c, const MemWriteIn& in) {
         if (s == t) continue;
         const int p = pidx[std::min(s, t)][std::max(s, t)];
         if (s < t)
-          QGPU_RETURN_IF_ERROR(mb.step({Term{(*pair)[3 * p], 2}, Term{(*pair)[3 * p + 1], 1}, Term{(*pair)[3 * p + 2], 1}},
-                                       2, out((*lt)[p])));
+          QGPU_RETURN_IF_ERROR(mb.step(
+              {Term{(*pair)[3 * p], 2}, Term{(*pair)[3 * p + 1], 1}, Term{(*pair)[3 * p + 2], 1}}, 2, out((*lt)[p])));
         const int o = oidx[s][t];
         QGPU_RETURN_IF_ERROR(mb.step({Term{(*pair)[3 * p + 1], 1}, Term{(*step1)[2 * o + 1], 1}}, 2, out((*adj)[o])));
         QGPU_RETURN_IF_ERROR(mb.step({Term{(*step1)[2 * o], 1}, Term{(*ends)[2 * s], 1}, Term{(*ends)[2 * t + 1], 1}},
@@ -471,12 +481,14 @@ sdk::Expected<WmemPlan> build_wmem_plan(Circuit& c, const MemWriteIn& in) {
         std::vector<Record> recs;
         for (std::size_t i = 0; i < words.size();) {
           std::size_t e = i + 1;
-          while (e < words.size() && e - i < static_cast<std::size_t>(kProtoRunWords) && words[e] == words[e - 1] + 1) ++e;
+          while (e < words.size() && e - i < static_cast<std::size_t>(kProtoRunWords) && words[e] == words[e - 1] + 1)
+            ++e;
           for (const Record& r : wmem_records(false, words[i], std::span(values).subspan(i, e - i))) recs.push_back(r);
           i = e;
         }
         for (std::size_t r = 0; r < recs.size(); ++r) {
-          const auto start = static_cast<std::uint64_t>(std::find(words.begin(), words.end(), recs[r].word) - words.begin());
+          const auto start =
+              static_cast<std::uint64_t>(std::find(words.begin(), words.end(), recs[r].word) - words.begin());
           k.out |= (1 | start << 1 | static_cast<std::uint64_t>(recs[r].count) << 3 |
                     static_cast<std::uint64_t>(recs[r].format) << 6)
                    << (8 * r);
@@ -502,7 +514,8 @@ sdk::Expected<WmemPlan> build_wmem_plan(Circuit& c, const MemWriteIn& in) {
       if (!w) return w.status();
       plan.rec_word[r] = *w;
       for (int j = 0; j < 4; ++j) {
-        const auto m = std::vector<Bit>{plan.rec_valid[r]} + equals_const(plan.rec_start[r], static_cast<std::uint32_t>(j));
+        const auto m =
+            std::vector<Bit>{plan.rec_valid[r]} + equals_const(plan.rec_start[r], static_cast<std::uint32_t>(j));
         for (int b = 0; b < 9; ++b) mb.select(m, bit_of(pword[j][b]), out((*w)[b]));
         auto ml = m;
         if (r + 1 < kWmRecords) ml.push_back(!plan.rec_valid[r + 1]);
@@ -517,7 +530,10 @@ sdk::Expected<WmemPlan> build_wmem_plan(Circuit& c, const MemWriteIn& in) {
 
 sdk::Expected<NextToken> build_successor(Circuit& c, const WregPlan& wreg, const WmemPlan& wmem,
                                          const std::array<SchedGroup, kProtoLanes>& sched, const ControlNext& control,
-                                         const SuccessorIn& in) {
+                                         const SuccessorIn& in, const std::array<Word, kProtoLanes>* window) {
+  if (window)
+    for (const Word& w : *window)
+      if (w.size() != 32) return sdk::invalid_argument("successor: window values are 32 bits");
   if (in.wreg_reg.size() != 4 || in.wreg_lanes.size() != 4 || in.wreg_format.size() != 2 || in.index.size() != 2 ||
       in.wmem_word.size() != 9 || in.wmem_count.size() != 3 || in.wmem_format.size() != 2 ||
       in.sched_lanes.size() != 4 || in.warp.size() != 3)
@@ -526,8 +542,13 @@ sdk::Expected<NextToken> build_successor(Circuit& c, const WregPlan& wreg, const
   // Layer 1: where the current token is.
   auto wsel = c.computed(kOwner, "cur.wreg.record", kWbSlots * kWbRecords);
   if (!wsel) return wsel.status();
-  auto weq = c.computed(kOwner, "cur.wreg.slot", kWbSlots);
-  if (!weq) return weq.status();
+  // Which slot writes the current register (only without a window, which is already that slot's).
+  Word weq;
+  if (!window) {
+    auto w = c.computed(kOwner, "cur.wreg.slot", kWbSlots);
+    if (!w) return w.status();
+    weq = *w;
+  }
   auto wlast = c.computed(kOwner, "cur.wreg.last", 1);
   if (!wlast) return wlast.status();
   auto msel = c.computed(kOwner, "cur.wmem.record", 2 * kWmRecords + 2);  // (hi ==, lo ==) per record, then last
@@ -539,7 +560,7 @@ sdk::Expected<NextToken> build_successor(Circuit& c, const WregPlan& wreg, const
     Word cur = in.wreg_reg;
     cur.insert(cur.end(), in.wreg_lanes.begin(), in.wreg_lanes.end());
     for (int s = 0; s < kWbSlots; ++s) {
-      QGPU_RETURN_IF_ERROR(equal_into(mb, wreg.slot[s].dest, in.wreg_reg, (*weq)[s]));
+      if (!window) QGPU_RETURN_IF_ERROR(equal_into(mb, wreg.slot[s].dest, in.wreg_reg, weq[s]));
       for (int k = 0; k < kWbRecords; ++k) {
         Word key = wreg.slot[s].dest;
         key.insert(key.end(), wreg.rec_lanes[s][k].begin(), wreg.rec_lanes[s][k].end());
@@ -554,7 +575,8 @@ sdk::Expected<NextToken> build_successor(Circuit& c, const WregPlan& wreg, const
       QGPU_RETURN_IF_ERROR(diff_is(mb, slice(w, 4, 5), slice(in.wmem_word, 4, 5), 0, (*msel)[2 * r]));
       QGPU_RETURN_IF_ERROR(diff_is(mb, slice(w, 0, 4), slice(in.wmem_word, 0, 4), 0, (*msel)[2 * r + 1]));
     }
-    for (int g = 0; g < kProtoLanes; ++g) QGPU_RETURN_IF_ERROR(equal_into(mb, sched[g].lanes, in.sched_lanes, (*gsel)[g]));
+    for (int g = 0; g < kProtoLanes; ++g)
+      QGPU_RETURN_IF_ERROR(equal_into(mb, sched[g].lanes, in.sched_lanes, (*gsel)[g]));
     QGPU_RETURN_IF_ERROR(mb.commit(std::string(kOwner) + ".cur"));
   }
   Word wdata_in = in.wreg_lanes;
@@ -656,9 +678,12 @@ sdk::Expected<NextToken> build_successor(Circuit& c, const WregPlan& wreg, const
   after_wreg({in.is_exec, !wreg.first.valid});
   // WREG: the next DATA token, the next record, or what follows the registers.
   mb.select({in.is_wreg, wmore}, kOne, out(t.data));
-  for (int s = 0; s < kWbSlots; ++s)
-    for (int l = 0; l < kProtoLanes; ++l)
-      data_chunks(mb, {in.is_wreg, (*weq)[s], wreg.rec_valid[s][0]}, *wsrc, l, wreg.slot[s].value[l], t.data_value);
+  if (window)
+    for (int l = 0; l < kProtoLanes; ++l) data_chunks(mb, {in.is_wreg}, *wsrc, l, (*window)[l], t.data_value);
+  else
+    for (int s = 0; s < kWbSlots; ++s)
+      for (int l = 0; l < kProtoLanes; ++l)
+        data_chunks(mb, {in.is_wreg, weq[s], wreg.rec_valid[s][0]}, *wsrc, l, wreg.slot[s].value[l], t.data_value);
   for (int s = 0; s < kWbSlots; ++s)
     for (int k = 0; k < kWbRecords; ++k) {
       std::vector<Bit> at{in.is_wreg, !wmore, (*wsel)[s * kWbRecords + k]};
@@ -678,7 +703,7 @@ sdk::Expected<NextToken> build_successor(Circuit& c, const WregPlan& wreg, const
     for (int st = 0; st < 4; ++st)
       for (int q = 0; st + q < 4; ++q)
         data_chunks(mb, at + equals_const(wmem.rec_start[r], static_cast<std::uint32_t>(st)), *msrc, q,
-                    wmem.pos_value[st + q], t.data_value);
+                    window ? (*window)[st + q] : wmem.pos_value[st + q], t.data_value);
     if (r + 1 < kWmRecords) wmem_header(at + std::vector<Bit>{!mmore, wmem.rec_valid[r + 1]}, r + 1);
   }
   after_wmem({in.is_wmem, !mmore, wmem.rec_valid[0], (*msel)[2 * kWmRecords], (*msel)[2 * kWmRecords + 1]});

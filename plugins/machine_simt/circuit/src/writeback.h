@@ -136,9 +136,15 @@ struct NextToken {
   weights::Word data_value;                              // 16
 };
 
+// With `window` (the sequencer's pending reads, docs/MACHINE_CIRCUIT.md §4.2) the DATA
+// values come from one 4 × 32-bit field that already holds, on a WREG token, the lane
+// values of the slot writing the current register and, on a WMEM token, the memory
+// values in ascending word order (WmemPlan::pos_value); wreg.slot[s].value and
+// wmem.pos_value are then not read. Without it they are taken from the plans.
 sdk::Expected<NextToken> build_successor(weights::Circuit& c, const WregPlan& wreg, const WmemPlan& wmem,
                                          const std::array<SchedGroup, kProtoLanes>& sched, const ControlNext& control,
-                                         const SuccessorIn& in);
+                                         const SuccessorIn& in,
+                                         const std::array<weights::Word, kProtoLanes>* window = nullptr);
 
 // The split table's oracle-independent description: for lane classes
 // (0 zero, 1 int8, 2 int16, 3 word) and an emit mask, the records

@@ -1,0 +1,83 @@
+// The write-back sequencer across tokens (docs/MACHINE_CIRCUIT.md §4).
+//
+// An EXEC token computes its results once; the WREG / WMEM / SCHED records
+// that follow it and the next control record are generated one token per
+// forward pass, and a later token can see what the EXEC computed only through
+// recurrent state. The EXEC pass therefore builds the write-back plans
+// (writeback.h) and stores everything the successor needs in **pending RAMs**
+// (Gated DeltaNet RAMs of one row, address the constant 0, written with beta =
+// exec.is, read on every sequencer token; a read in the write's own layer sees
+// the write, so the EXEC reads its own plans). Every token of the sequence
+// then computes its identity from its id and the conv1d window (the header of
+// a DATA token is at lag = its DATA index) and evaluates build_successor over
+// the pending reads.
+//
+// Pending RAMs (1 row each; 32 bits per value head):
+//   pend.dest   dest + emit of the 4 slots (32 bits, 1 head): read first, it
+//               selects the slot whose values a WREG token needs;
+//   pend.s0..3  each slot's 4 lane values (128 bits, 4 heads each) and
+//   pend.mem    the memory values in ascending word order (128 bits, 4 heads):
+//               read ports sharing one 128-bit window field, z-gated by a
+//               one-hot select (the slot writing the current WREG register, or
+//               a WMEM token), so only one value set is ever in the residual;
+//   pend.ctl    scheduler groups, control record, the EXEC's warp (74 bits, 3 heads);
+//   pend.wreg   the WREG plan: records per slot, follow / first / last (175 bits, 6 heads);
+//   pend.wmem   the WMEM plan: records and words (78 bits, 3 heads).
+//
+// Together 999 bits in 33 value heads; with the 3 window heads (seq.lag1..3,
+// 17 bits each) the unit uses 36 q/k heads (one value head each at 2B shapes).
+//
+// Schedule when every input is in the embedding (the test): layer 0 window
+// reads + pend.dest, the identity MLP and the plans' first layers; layer 1 the
+// slot value ports (16 heads); layer 2 pend.ctl; layer 3 pend.wreg; layer 4 the
+// memory value port; layer 6 pend.wmem and the successor's first MLP; layer 7
+// its second: 8 layers, the EXEC's NextToken after the WMEM plan's 6 MLPs + 2.
+//
+// Identity (one MLP after layer 0's window reads): is_wreg / is_wmem / is_sched,
+// the DATA index, the header fields of the current record (a 14-bit union
+// field: WREG reg | lanes << 4 | format << 8, WMEM word | count << 9 | format
+// << 12, SCHED lanes), the enable (EXEC or one of those) and the window select.
+// Its neurons are selectors over record-kind bits: exactly 0 on every other token.
+#pragma once
+
+#include <array>
+#include <optional>
+#include <vector>
+
+#include "qgpu/sdk/status.h"
+#include "qgpu/weights/circuit.h"
+#include "records.h"
+#include "writeback.h"
+
+namespace qgpu::simt::circuit {
+
+// What the EXEC leaves to write back (the same inputs as build_wreg_plan /
+// build_wmem_plan / build_successor). Read only on the EXEC token (exec.is of
+// `records`); their values on other tokens do not matter.
+struct SequencerIn {
+  std::array<SlotWrite, kWbSlots> slot;       // emitting slots have distinct destinations
+  MemWriteIn mem;                             // `enable` is ignored (the EXEC token's is used)
+  std::array<SchedGroup, kProtoLanes> sched;  // in stream order; unused groups have valid = 0
+  ControlNext control;
+  // The tokens that store these inputs as the plan (and read it as "the EXEC"): by
+  // default records.exec_is. The machine passes control's `gen` (EXEC, SYNC, RUN): on a
+  // SYNC or RUN token every write-back input is 0, so the plan is empty and the next
+  // token is the control record.
+  std::optional<weights::Bit> exec;
+};
+
+// The current token's identity as the sequencer derived it (also what build_successor read).
+struct SequencerOut {
+  NextToken next;
+  SuccessorIn current;
+  weights::Word window;      // 128 bits: the pending values of the current record
+  weights::Word select;      // 5 bits, one-hot: slot 0..3 (WREG), memory (WMEM)
+  std::vector<int> pending;  // the pending RAMs
+  int pending_bits = 0;      // their total width
+};
+
+// Declares the sequencer's header fields on `records` (WREG, WMEM, SCHED), its
+// window reads, the pending RAMs, the plans and the successor.
+sdk::Expected<SequencerOut> build_sequencer(weights::Circuit& c, const SequencerIn& in, Records& records);
+
+}  // namespace qgpu::simt::circuit
