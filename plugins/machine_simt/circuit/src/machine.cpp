@@ -44,6 +44,9 @@ class Builder {
 
  private:
   sdk::Status slot(int s);
+  // A bit equal to exec.is on every token but final only after `after` (one selector per
+  // polarity of `after`): ops gated by it are placed after `after`.
+  sdk::Expected<Bit> late_enable(const std::string& name, Bit after);
   sdk::Status terminator();
   sdk::Status outputs();
 
@@ -74,6 +77,19 @@ sdk::Status Builder::build() {
   QGPU_RETURN_IF_ERROR(terminator());
   QGPU_RETURN_IF_ERROR(take(finish_control(*stage, m_.cond), m_.control));
   return outputs();
+}
+
+sdk::Expected<Bit> Builder::late_enable(const std::string& name, Bit after) {
+  auto late = c_.computed("machine", name, 1);
+  if (!late) return late.status();
+  c_.push_enable(en_);
+  MlpBuilder op(c_);
+  op.select({after}, weights::Affine{{}, 1}, {Term{(*late)[0], 1}});
+  op.select({!after}, weights::Affine{{}, 1}, {Term{(*late)[0], 1}});
+  sdk::Status st = op.commit("machine." + name);
+  c_.pop_enable();
+  if (!st.is_ok()) return st;
+  return (*late)[0];
 }
 
 // Slot s: operands (bypass from the earlier slots), ALU + multiplier + memory on
@@ -117,6 +133,11 @@ sdk::Status Builder::slot(int s) {
   MemoryIn me;
   me.owner = "mem." + so;
   me.enable = en_;
+  if (s > 0) {
+    // The unit's opcode-only work would otherwise sit in the residual from decode on:
+    // its enable (exec.is, recomputed) waits for the bit the operand reads wait for.
+    QGPU_RETURN_IF_ERROR(take(late_enable("mem.late" + so, last_mul_), me.enable));
+  }
   me.opcode = f.opcode;
   me.shared = f.flags[0];
   me.imm = f.imm;
@@ -216,6 +237,13 @@ sdk::Status Builder::outputs() {
   wi.shuffled = m_.shuffled;
   wi.reg_rams = m_.regs.rams;
   wi.live_write = lw;
+  // Each slot's register-row reads wait for the slot's value.
+  for (int s = 0; s < kWbSlots; ++s) {
+    auto late =
+        late_enable("wba.late" + std::to_string(s), m_.slot[static_cast<std::size_t>(s)].value[kProtoLanes - 1][31]);
+    if (!late) return late.status();
+    wi.read_enable[s] = *late;
+  }
   QGPU_RETURN_IF_ERROR(take(build_wb_analysis(c_, wi), m_.wb));
   m_.writes = m_.wb.slot;
 

@@ -119,7 +119,8 @@ sdk::Expected<WbAnalysis> build(Circuit& c, const WbAnalysisIn& in) {
     MlpBuilder mb(c);
     for (int l = 0; l < kProtoLanes; ++l) {
       const std::string ln = sn + ".lane" + std::to_string(l);
-      auto row = c.ram_read(in.reg_rams[l], "wba." + ln + ".row", concat(in.slot[s].d, in.warp), in.enable);
+      auto row = c.ram_read(in.reg_rams[l], "wba." + ln + ".row", concat(in.slot[s].d, in.warp),
+                            in.read_enable[s].value_or(in.enable));
       if (!row) return row.status();
       auto e = c.computed(kOwner, ln + ".same", 4);
       if (!e) return e.status();

@@ -26,6 +26,7 @@
 #pragma once
 
 #include <array>
+#include <optional>
 
 #include "protocol.h"
 #include "qgpu/sdk/status.h"
@@ -54,6 +55,10 @@ struct WbAnalysisIn {
   weights::Word shuffled;                                   // 16 bits: registers some shuffle reads (bit 0 ignored)
   std::array<int, kProtoLanes> reg_rams{{-1, -1, -1, -1}};  // RegisterFile::rams: rows warp·16 + register
   LiveWrite live_write;                                     // the LIVE RAM's write port (a LIVE record's DATA token)
+  // Per slot, optional: the enable of its 4 register-row reads instead of `enable` (equal to
+  // it on every token, but final later), so that the reads land next to the slot's value
+  // instead of right after decode.
+  std::array<std::optional<weights::Bit>, kWbSlots> read_enable;
 };
 
 struct WbAnalysis {
