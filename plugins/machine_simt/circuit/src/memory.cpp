@@ -411,36 +411,21 @@ sdk::Expected<Memory> build_memory(Circuit& c, const MemoryRams& rams, const Mem
     QGPU_RETURN_IF_ERROR(mb.commit(owner + ".read_en"));
   }
 
-  // --- Reads (one port per lane, bank and space; only the addressed bank surfaces).
-  std::array<std::vector<Word>, kLanes> raw;
+  // --- Reads: one port per lane, bank and space, all of a lane's ports into one 32-bit
+  // field (ram_read_shared: the enables are one-hot, so only the addressed bank adds its
+  // row and the field is the lane's word right after the Gated DeltaNet).
+  std::array<Word, kLanes> r;
   for (int l = 0; l < kLanes; ++l) {
+    QGPU_RETURN_IF_ERROR(c.declare_one_hot(en[l]));
     Word key = slice(word[l], 2, word_bits - 2);
     if (compact) key.push_back(in.shared);
+    std::vector<weights::RamReadSpec> ports;
     for (int s = 0; s < spaces; ++s)
-      for (int k = 0; k < kBanks; ++k) {
-        auto r =
-            c.ram_read(rams.rams[s * kBanks + k], owner + "." + lane_name(l) + ".read" + std::to_string(s * kBanks + k),
-                       key, en[l][s * kBanks + k]);
-        if (!r) return r.status();
-        raw[l].push_back(*r);
-      }
-  }
-  // The lane's word as one field: [Σ reads ≥ 1] per bit (at most one read is nonzero).
-  std::array<Word, kLanes> r;
-  {
-    MlpBuilder mb(c);
-    for (int l = 0; l < kLanes; ++l) {
-      auto f = field(c, owner, lane_name(l) + ".ld_value", 32);
-      if (!f) return f.status();
-      r[l] = *f;
-      for (int i = 0; i < 32; ++i) {
-        std::vector<Term> t;
-        for (const Word& w : raw[l]) t.push_back(Term{w[i], 1});
-        QGPU_RETURN_IF_ERROR(mb.step(t, 1, out(r[l][i])));
-      }
-      mem.lane[l].ld_value = r[l];
-    }
-    QGPU_RETURN_IF_ERROR(mb.commit(owner + ".ld_value"));
+      for (int k = 0; k < kBanks; ++k) ports.push_back({rams.rams[s * kBanks + k], key, en[l][s * kBanks + k], 0});
+    auto f = c.ram_read_shared(owner, lane_name(l) + ".ld_value", ports);
+    if (!f) return f.status();
+    r[l] = *f;
+    mem.lane[l].ld_value = r[l];
   }
 
   // --- Same word: e[j][l] (j < l) = both active ∧ word_j == word_l. The low 6

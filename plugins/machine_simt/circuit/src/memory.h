@@ -33,8 +33,9 @@
 //           MLP 0, so the read enables follow in MLP 1); opcode classes; b-only
 //           work: pair sums/logic, b–b and c–b comparisons
 //  GDN 2    4 lanes × 4 banks read ports z-gated by (lane active ∧ reading
-//           opcode ∧ bank = x[3:2]): only the addressed bank surfaces
-//  MLP 2    `ld_value` (the word as one field: ld needs 3 layers), e_jl
+//           opcode ∧ bank = x[3:2]), each lane's ports writing one shared field
+//           (ram_read_shared under the one-hot enables): `ld_value`, final here
+//  MLP 2    e_jl
 //  MLP 3-4  triple/quad aggregates, `writes`, r_j vs b_j (==, beats), z, r + z layer 1
 //  MLP 5    the candidate one-hots
 //  MLP 6    `loaded`, `value`
@@ -74,7 +75,7 @@ struct MemoryIn {
 
 struct MemoryLane {
   weights::Word word;      // word address (x >> 2, wrapped to the space: 9 or 8 bits)
-  weights::Word ld_value;  // M[x] for ld and atomics of an active lane, else 0: after MLP 2 (kProtocol: 3)
+  weights::Word ld_value;  // M[x] for ld and atomics of an active lane, else 0: after GDN 2 (kProtocol: 3)
   weights::Word loaded;    // ld: M[x]; atomics: the old value in lane order; else 0
   weights::Bit writes;     // the last active lane in lane order that writes its word
   weights::Word value;     // where `writes`: the word's final value; else 0
