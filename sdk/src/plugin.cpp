@@ -10,6 +10,10 @@ namespace qgpu::sdk {
 Plugin::~Plugin() = default;
 Frontend::~Frontend() = default;
 Machine::~Machine() = default;
+Expected<ModelRunResult> Machine::run_model(const MachineProgram&, const std::vector<LaunchArg>&,
+                                            const ModelRunOptions& options) {
+  return not_available("--engine " + options.engine + " (running a launch through the model)");
+}
 MachineProgram::~MachineProgram() = default;
 BaseModel::~BaseModel() = default;
 TensorBackend::~TensorBackend() = default;

@@ -29,7 +29,10 @@ struct RunOptions {
   std::uint32_t grid = 0;
   std::uint32_t block = 0;
   std::vector<std::string> args;  // --arg [NAME=]VALUE, in order
-  std::string engine = "interp";
+  std::string engine = "interp";  // interp, circuit, model, or both (interp and circuit, arrays compared)
+  std::string dtype = "f32";      // the model engines' layer math: f32 or bf16
+  bool check = false;             // model engines: compare the generated stream with the interpreter's
+  std::uint64_t max_tokens = 0;   // model engines: generated tokens at most (0: the machine's default)
   bool json = false;
   bool trace = false;
   bool records = false;

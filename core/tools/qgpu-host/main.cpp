@@ -64,10 +64,23 @@ int main_impl(int argc, char** argv) {
   run->add_option("--arg", run_options.args,
                   "[NAME=]VALUE: int32 scalar (42, -7, 0xff), array [1,2,-3] or zeros(N); in parameter order")
       ->allow_extra_args(false);
-  run->add_option("--engine", run_options.engine, "interp (the reference interpreter) or model")
-      ->check(CLI::IsMember({"interp", "model", "both"}));
-  run->add_flag("--json", run_options.json, "print one JSON object: kernel, engine, arrays, stats");
-  run->add_flag("--trace", run_options.trace, "print every executed block (warp, block, active lanes)");
+  run->add_option("--engine", run_options.engine,
+                  "interp (the reference interpreter, default), circuit (the machine's compiled layers generate the "
+                  "launch on the reference layer math), model (merged into the base), or both (interp and circuit, "
+                  "arrays compared)")
+      ->check(CLI::IsMember({"interp", "circuit", "model", "both"}));
+  run->add_flag("--check", run_options.check,
+                "circuit/model/both: compare every generated token with the interpreter's stream (stops at the "
+                "first difference) and the final arrays");
+  run->add_option("--dtype", run_options.dtype, "circuit/model: the layer math's dtype, f32 (default) or bf16")
+      ->check(CLI::IsMember({"f32", "bf16"}));
+  run->add_option("--max-tokens", run_options.max_tokens,
+                  "circuit/model: stop with an error after this many generated tokens (default 100000)")
+      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 40));
+  run->add_flag("--json", run_options.json,
+                "print one JSON object: kernel, engine, arrays, stats (model engines: tokens, margin, check)");
+  run->add_flag("--trace", run_options.trace,
+                "print every executed block (warp, block, active lanes); model engines: every generated record");
   run->add_flag("--stats", run_options.stats, "print execution statistics");
   run->add_flag("--records", run_options.records,
                 "print the launch in the machine's token protocol: prompt records and the records the model must "

@@ -1,10 +1,9 @@
 // qgpu-host run: compile a kernel with the frontend, lower it for the launch
 // with the machine and run it on the chosen engine.
-#include <nlohmann/json.hpp>
-
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "commands.h"
@@ -16,7 +15,7 @@ namespace qgpu::host {
 namespace {
 
 sdk::Expected<const sdk::KernelIR*> choose_kernel(const sdk::KernelModule& module, const std::string& wanted,
-                                                   const std::string& file) {
+                                                  const std::string& file) {
   std::vector<std::string> names;
   for (const auto& k : module.kernels) names.push_back(k.name);
   if (module.kernels.empty()) return sdk::not_found("'" + file + "' defines no kernel (no .entry / __global__)");
@@ -34,6 +33,41 @@ sdk::Expected<const sdk::KernelIR*> choose_kernel(const sdk::KernelModule& modul
   return sdk::not_found(message + "; kernels: " + core::join(names));
 }
 
+// The model engines' summary line, e.g. "circuit (f32): prompt 96 tokens, generated 13 tokens in
+// 0.31 s (23.8 ms/token), min margin 1; check: ...".
+std::string model_summary(const std::string& engine, const std::string& dtype, const sdk::ModelRunResult& r) {
+  double generate_s = 0;
+  for (const auto& [key, value] : r.timings)
+    if (key == "generate_s") generate_s = value;
+  char line[256];
+  std::snprintf(
+      line, sizeof line, "%s (%s): prompt %lld tokens, generated %lld tokens in %.2f s (%.1f ms/token), min margin %g",
+      engine.c_str(), dtype.c_str(), static_cast<long long>(r.prompt_tokens),
+      static_cast<long long>(r.generated_tokens), generate_s,
+      r.generated_tokens > 0 ? 1e3 * generate_s / static_cast<double>(r.generated_tokens) : 0.0, r.min_margin);
+  std::string s = line;
+  if (r.checked) s += "; " + r.check;
+  return s;
+}
+
+// --engine both: the circuit's arrays must be the interpreter's.
+sdk::Status compare_arrays(const sdk::LaunchResult& interp, const sdk::ModelRunResult& model) {
+  if (interp.arrays.size() != model.arrays.size())
+    return sdk::internal_error("--engine both: the interpreter returned " + std::to_string(interp.arrays.size()) +
+                               " arrays, the circuit " + std::to_string(model.arrays.size()));
+  for (std::size_t i = 0; i < interp.arrays.size(); ++i) {
+    const auto& a = interp.arrays[i].array;
+    const auto& b = model.arrays[i].array;
+    for (std::size_t j = 0; j < a.size() || j < b.size(); ++j) {
+      if (j < a.size() && j < b.size() && a[j] == b[j]) continue;
+      auto text = [j](const std::vector<std::int32_t>& v) { return j < v.size() ? std::to_string(v[j]) : "nothing"; };
+      return sdk::internal_error("--engine both: array '" + interp.arrays[i].param + "' element " + std::to_string(j) +
+                                 ": interpreter " + text(a) + ", circuit " + text(b));
+    }
+  }
+  return sdk::Status::ok();
+}
+
 }  // namespace
 
 int run_kernel(const core::Host& host, const RunOptions& options) {
@@ -44,8 +78,18 @@ int run_kernel(const core::Host& host, const RunOptions& options) {
   if (options.grid == 0 || options.block == 0) {
     return report(sdk::invalid_argument("--grid and --block must be at least 1"));
   }
-  if (options.engine != "interp") {
-    return report(sdk::not_available("--engine " + options.engine + " (running kernels through the model)"));
+  if (options.engine == "model") {
+    // Before the arguments: nothing of the run can happen without the merged model.
+    return report(sdk::not_available(
+        "--engine model (the merged model: the machine's circuit must first fit the base's 2048-wide residual; "
+        "--engine circuit runs it alone)"));
+  }
+  const bool use_interp = options.engine == "interp" || options.engine == "both";
+  const bool use_model = options.engine == "circuit" || options.engine == "both";
+  if (options.check && !use_model) {
+    return report(
+        sdk::invalid_argument("--check compares a model engine with the interpreter: it needs --engine "
+                              "circuit or both"));
   }
   std::vector<core::ArgSpec> args;
   for (const auto& text : options.args) {
@@ -78,14 +122,45 @@ int run_kernel(const core::Host& host, const RunOptions& options) {
     std::printf("%s%s", listing.c_str(), listing.empty() || listing.back() == '\n' ? "" : "\n");
   }
 
-  sdk::InterpretOptions interpret_options;
-  interpret_options.trace = options.trace;
-  interpret_options.records = options.records;
-  if (options.max_steps > 0) interpret_options.max_steps = options.max_steps;
-  auto result = core::guarded_call(machine_name, "interpret()", [&] {
-    return (*machine)->interpret(**program, *launch, interpret_options);
-  });
-  if (!result) return report(result.error());
+  sdk::LaunchResult interp;
+  if (use_interp) {
+    sdk::InterpretOptions interpret_options;
+    interpret_options.trace = options.trace;
+    interpret_options.records = options.records;
+    if (options.max_steps > 0) interpret_options.max_steps = options.max_steps;
+    auto result = core::guarded_call(machine_name, "interpret()",
+                                     [&] { return (*machine)->interpret(**program, *launch, interpret_options); });
+    if (!result) return report(result.error());
+    interp = std::move(*result);
+  }
+
+  sdk::ModelRunResult model;
+  if (use_model) {
+    sdk::ModelRunOptions model_options;
+    model_options.engine = "circuit";
+    model_options.dtype = options.dtype;
+    model_options.check = options.check;
+    model_options.trace = options.trace;
+    if (options.max_tokens > 0) model_options.max_tokens = options.max_tokens;
+    // Records stream as they complete (stdout, unless the answer is one JSON object); progress on stderr.
+    if (options.trace && !options.json) {
+      model_options.on_record = [](std::string_view line) {
+        std::printf("generated: %.*s\n", static_cast<int>(line.size()), line.data());
+        std::fflush(stdout);
+      };
+    }
+    model_options.on_progress = [](std::string_view line) {
+      std::fprintf(stderr, "qgpu-host: %.*s\n", static_cast<int>(line.size()), line.data());
+    };
+    auto result = core::guarded_call(machine_name, "run_model()",
+                                     [&] { return (*machine)->run_model(**program, *launch, model_options); });
+    if (!result) return report(result.error());
+    model = std::move(*result);
+    if (use_interp) {
+      if (auto s = compare_arrays(interp, model); !s) return report(s);
+    }
+  }
+  const std::vector<sdk::LaunchArg>& arrays = use_model ? model.arrays : interp.arrays;
 
   if (options.json) {
     nlohmann::ordered_json out;
@@ -94,27 +169,43 @@ int run_kernel(const core::Host& host, const RunOptions& options) {
     out["grid"] = options.grid;
     out["block"] = options.block;
     out["arrays"] = nlohmann::ordered_json::object();
-    for (const auto& a : result->arrays) out["arrays"][a.param] = a.array;
+    for (const auto& a : arrays) out["arrays"][a.param] = a.array;
     out["stats"] = nlohmann::ordered_json::object();
-    for (const auto& [key, value] : result->stats) out["stats"][key] = value;
-    if (options.trace) out["trace"] = result->trace;
-    if (options.records) {
-      out["prompt_records"] = result->prompt_records;
-      out["generated_records"] = result->generated_records;
+    for (const auto& [key, value] : interp.stats) out["stats"][key] = value;
+    for (const auto& [key, value] : model.stats) out["stats"][key] = value;
+    if (options.trace && use_interp) out["trace"] = interp.trace;
+    if (options.records && use_interp) {
+      out["prompt_records"] = interp.prompt_records;
+      out["generated_records"] = interp.generated_records;
+    }
+    if (use_model) {
+      out["dtype"] = options.dtype;
+      out["tokens"] = {{"prompt", model.prompt_tokens}, {"generated", model.generated_tokens}};
+      out["margin"] = model.min_margin;
+      if (options.check) out["check"] = {{"ok", model.checked}, {"summary", model.check}};
+      if (options.trace) out["model_records"] = model.generated_records;
+      out["timings"] = nlohmann::ordered_json::object();
+      for (const auto& [key, value] : model.timings) out["timings"][key] = value;
     }
     std::cout << out.dump() << "\n";
     return kExitOk;
   }
   if (options.trace) {
-    for (const auto& line : result->trace) std::printf("trace: %s\n", line.c_str());
+    for (const auto& line : interp.trace) std::printf("trace: %s\n", line.c_str());
   }
   if (options.records) {
-    for (const auto& line : result->prompt_records) std::printf("prompt: %s\n", line.c_str());
-    for (const auto& line : result->generated_records) std::printf("generate: %s\n", line.c_str());
+    for (const auto& line : interp.prompt_records) std::printf("prompt: %s\n", line.c_str());
+    for (const auto& line : interp.generated_records) std::printf("generate: %s\n", line.c_str());
   }
-  for (const auto& a : result->arrays) std::printf("%s = %s\n", a.param.c_str(), core::format_array(a.array).c_str());
+  for (const auto& a : arrays) std::printf("%s = %s\n", a.param.c_str(), core::format_array(a.array).c_str());
+  if (use_model)
+    std::printf("%s\n", model_summary(use_interp ? "interp = circuit" : "circuit", options.dtype, model).c_str());
   if (options.stats) {
-    for (const auto& [key, value] : result->stats) std::printf("stat: %s = %lld\n", key.c_str(), static_cast<long long>(value));
+    for (const auto& [key, value] : interp.stats)
+      std::printf("stat: %s = %lld\n", key.c_str(), static_cast<long long>(value));
+    for (const auto& [key, value] : model.stats)
+      std::printf("stat: %s = %lld\n", key.c_str(), static_cast<long long>(value));
+    for (const auto& [key, value] : model.timings) std::printf("stat: %s = %.3f\n", key.c_str(), value);
   }
   return kExitOk;
 }

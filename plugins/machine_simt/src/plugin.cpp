@@ -6,6 +6,7 @@
 #include "config.h"
 #include "interp.h"
 #include "lower.h"
+#include "model_run.h"
 #include "protocol.h"
 #include "qgpu/sdk/sdk.h"
 
@@ -39,7 +40,10 @@ class SimtMachine final : public sdk::Machine {
         {"lower", true, "KernelIR -> machine blocks (docs/ISA.md)"},
         {"interpret", true, "reference interpreter (the semantic oracle)"},
         {"protocol", true, "token codec and expected record stream (docs/PROTOCOL.md; run --records)"},
-        {"circuit", false, "not available in this build (machine as layer weights arrives with the circuit issue)"},
+        {"circuit", true,
+         "run --engine circuit: the machine's compiled layers generate the launch (reference layer math; one "
+         "thread block)"},
+        {"model", false, "run --engine model: the circuit must first fit the base's 2048-wide residual"},
     };
     return d;
   }
@@ -73,6 +77,14 @@ class SimtMachine final : public sdk::Machine {
     result.stats.emplace_back("generated_tokens", launch->generated_tokens);
     result.stats.emplace_back("protocol_vocabulary_rows", vocabulary_rows());
     return result;
+  }
+
+  sdk::Expected<sdk::ModelRunResult> run_model(const sdk::MachineProgram& program,
+                                               const std::vector<sdk::LaunchArg>& args,
+                                               const sdk::ModelRunOptions& options) override {
+    const auto* simt = dynamic_cast<const Program*>(&program);
+    if (simt == nullptr) return sdk::invalid_argument("machine_simt: the program was not lowered by machine_simt");
+    return run_on_circuit(*simt, args, options);
   }
 
  private:

@@ -1,0 +1,428 @@
+#include "model_run.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <mutex>
+#include <optional>
+#include <utility>
+
+#include "choice.h"
+#include "interp.h"
+#include "machine.h"
+#include "protocol.h"
+#include "qgpu/weights/compile.h"
+#include "qgpu/weights/numerics.h"
+#include "qgpu/weights/reference.h"
+#include "qgpu/weights/state.h"
+#include "records.h"
+
+namespace qgpu::simt {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// The choice's logit scale: α = 1 puts the logits in bits (the chosen row scores
+// kChoiceKindWeight, a row with one wrong bit one less).
+constexpr double kChoiceAlpha = 1;
+
+// The machine's circuit, compiled once per process.
+struct CompiledMachine {
+  weights::Circuit c{"machine"};
+  circuit::Machine m;
+  weights::CompiledCircuit cc;
+  weights::SparseMatrix unembed;  // the machine's rows
+  double build_s = 0, compile_s = 0;
+  std::int64_t key_heads = 0;
+};
+
+void say(const sdk::ModelRunOptions& o, const std::string& line) {
+  if (o.on_progress) o.on_progress(line);
+}
+
+sdk::Expected<std::unique_ptr<CompiledMachine>> build_compiled(const sdk::ModelRunOptions& o) {
+  auto x = std::make_unique<CompiledMachine>();
+  say(o, "circuit: building the machine");
+  auto t0 = Clock::now();
+  auto m = circuit::build_machine(x->c);
+  if (!m) return m.status().with_context("building the machine's circuit");
+  x->m = std::move(*m);
+  const circuit::NextToken* next = &x->m.sequencer.next;
+  {
+    // The choice reads the NextToken fields after the last layer: keep their channels.
+    std::vector<weights::Word> outs = {{next->wreg, next->wmem, next->sched, next->data, next->exec, next->sync,
+                                        next->cta, next->halt, next->wmem_shared},
+                                       next->warp,
+                                       next->wreg_reg,
+                                       next->wreg_lanes,
+                                       next->wreg_format,
+                                       next->wmem_word,
+                                       next->wmem_count,
+                                       next->wmem_format,
+                                       next->sched_lanes,
+                                       next->sched_status,
+                                       next->sched_block,
+                                       next->exec_block,
+                                       next->exec_lanes,
+                                       next->cta_index,
+                                       next->data_value};
+    for (const weights::Word& w : outs) {
+      weights::Word pos;
+      for (const weights::Bit& b : w)
+        if (b.field != 0) pos.push_back(weights::Bit{b.field, b.bit, false});
+      if (pos.empty()) continue;
+      QGPU_RETURN_IF_ERROR(x->c.mark_output(pos));
+    }
+  }
+  x->build_s = seconds_since(t0);
+  say(o, "circuit: compiling " + std::to_string(x->c.fields().size()) + " fields, " +
+             std::to_string(x->c.ops().size()) + " ops to Qwen3.5-2B layer shapes at hidden " +
+             std::to_string(circuit::kMachineHidden));
+  t0 = Clock::now();
+  auto cc = weights::compile(x->c, circuit::machine_target());
+  if (!cc) return cc.status().with_context("compiling the machine's circuit");
+  x->cc = std::move(*cc);
+  x->compile_s = seconds_since(t0);
+  for (const weights::LayerUse& u : x->cc.schedule.use) x->key_heads += u.key_heads;
+  auto u = circuit::record_unembedding(*next, x->cc.allocation, kChoiceAlpha);
+  if (!u) return u.status().with_context("the machine's unembedding");
+  x->unembed = std::move(*u);
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "circuit: %d layers, %lld neurons, %lld key heads, %lld of %lld channels (built in %.1f s, compiled "
+                "in %.1f s)",
+                x->cc.schedule.num_layers, static_cast<long long>(x->cc.total_neurons()),
+                static_cast<long long>(x->key_heads), static_cast<long long>(x->cc.allocation.channels_used),
+                static_cast<long long>(circuit::kMachineHidden), x->build_s, x->compile_s);
+  say(o, line);
+  return x;
+}
+
+sdk::Expected<const CompiledMachine*> compiled_machine(const sdk::ModelRunOptions& o) {
+  static std::mutex mu;
+  static std::unique_ptr<CompiledMachine> cached;
+  static std::optional<sdk::Status> failed;
+  std::lock_guard<std::mutex> lock(mu);
+  if (cached) return static_cast<const CompiledMachine*>(cached.get());
+  if (failed) return *failed;
+  auto x = build_compiled(o);
+  if (!x) {
+    failed = x.status();
+    return x.status();
+  }
+  cached = std::move(*x);
+  return static_cast<const CompiledMachine*>(cached.get());
+}
+
+bool never_generated(RecordKind k) {
+  return k == RecordKind::kRun || k == RecordKind::kLaunch || k == RecordKind::kRom || k == RecordKind::kLive;
+}
+
+}  // namespace
+
+struct CircuitRun::State {
+  const CompiledMachine* x = nullptr;
+  const Program* program = nullptr;
+  std::vector<sdk::LaunchArg> args;
+  sdk::ModelRunOptions options;
+  weights::DType dtype = weights::DType::kF32;
+  std::unique_ptr<weights::ReferenceModel> model;
+  std::vector<Record> prompt;
+  MemoryLayout layout;
+  std::vector<float> y;  // the residual after the last token fed
+  std::int64_t prompt_tokens = 0;
+  std::vector<std::int64_t> generated;  // token ids
+  std::vector<std::string> records;     // generated records' text
+  double min_margin = 0;
+  bool halted = false;
+  // --check: the interpreter's stream and final arrays.
+  std::vector<std::int64_t> expected;
+  std::vector<sdk::LaunchArg> expected_arrays;
+  double prompt_s = 0, generate_s = 0, readback_s = 0;
+
+  std::int64_t base() const { return x->m.fd.records.base; }
+  sdk::Status feed(std::int64_t id) {
+    auto in = circuit::token_inputs(x->m.fd.records, id);
+    if (!in) return in.status();
+    y = model->step(weights::embed(x->c, x->cc.allocation, *in));
+    return sdk::Status::ok();
+  }
+  // "last records: A | B | C": up to three generated records before the failure.
+  std::string last_records() const {
+    if (records.empty()) return "no record generated yet, after the prompt's RUN";
+    std::string t = records.size() == 1 ? "last record: " : "last records: ";
+    for (std::size_t i = records.size() > 3 ? records.size() - 3 : 0; i < records.size(); ++i)
+      t += records[i] + (i + 1 < records.size() ? " | " : "");
+    return t;
+  }
+};
+
+CircuitRun::CircuitRun(std::unique_ptr<State> state) : s_(std::move(state)) {}
+CircuitRun::~CircuitRun() = default;
+
+sdk::Expected<std::unique_ptr<CircuitRun>> CircuitRun::start(const Program& program,
+                                                             const std::vector<sdk::LaunchArg>& args,
+                                                             const sdk::ModelRunOptions& options) {
+  if (options.engine == "model")
+    return sdk::not_available("--engine model (the merged model: the machine's circuit compiles at hidden " +
+                              std::to_string(circuit::kMachineHidden) +
+                              " and must first fit the base's 2048-wide residual)");
+  if (options.engine != "circuit")
+    return sdk::invalid_argument("engine '" + options.engine + "' is not one of circuit, model");
+  auto s = std::make_unique<State>();
+  if (options.dtype == "f32")
+    s->dtype = weights::DType::kF32;
+  else if (options.dtype == "bf16")
+    s->dtype = weights::DType::kBF16;
+  else
+    return sdk::invalid_argument("dtype '" + options.dtype + "' is not one of f32, bf16");
+  s->program = &program;
+  s->args = args;
+  s->options = options;
+  auto prompt = encode_prompt(program, args);
+  if (!prompt) return prompt.status();
+  s->prompt = std::move(*prompt);
+  auto layout = layout_arguments(program, args);
+  if (!layout) return layout.status();
+  s->layout = std::move(*layout);
+  if (options.check) {
+    auto lr = record_launch(program, args, {});
+    if (!lr) return lr.status().with_context("--check: the interpreter's run");
+    auto ids = encode_tokens(lr->generated, kQwen35VocabRows);
+    if (!ids) return ids.status().with_context("--check: the expected stream");
+    s->expected = std::move(*ids);
+    s->expected_arrays = std::move(lr->result.arrays);
+  }
+  auto x = compiled_machine(options);
+  if (!x) return x.status();
+  s->x = *x;
+  if (s->options.check && s->base() != kQwen35VocabRows)
+    return sdk::internal_error("the circuit's first machine row " + std::to_string(s->base()) +
+                               " differs from the protocol's " + std::to_string(kQwen35VocabRows));
+  // What the circuit was built for (the machine's default options).
+  if (program.config.block_instructions != circuit::kMachineSlots)
+    return sdk::unsupported("--engine circuit: the circuit runs blocks of " + std::to_string(circuit::kMachineSlots) +
+                            " instructions, the program was lowered with block_instructions " +
+                            std::to_string(program.config.block_instructions));
+  const int words = circuit::memory_words(s->x->m.memory.layout);
+  if (s->layout.total_words > words)
+    return sdk::limit_exceeded("--engine circuit: the launch's arrays need " + std::to_string(s->layout.total_words) +
+                               " words of global memory, the circuit's memory holds " + std::to_string(words) +
+                               " (over by " + std::to_string(s->layout.total_words - words) + ")");
+  s->model = std::make_unique<weights::ReferenceModel>(s->x->cc.layers, s->x->cc.target.shapes, s->dtype);
+  return std::unique_ptr<CircuitRun>(new CircuitRun(std::move(s)));
+}
+
+sdk::Status CircuitRun::feed_prompt() {
+  State& s = *s_;
+  const auto t0 = Clock::now();
+  for (std::size_t i = 0; i < s.prompt.size(); ++i) {
+    const Record& r = s.prompt[i];
+    auto ids = circuit::record_token_ids(s.x->m.fd.records, r);
+    if (!ids) return ids.status().with_context("prompt record " + std::to_string(i) + " (" + to_text(r) + ")");
+    for (std::int64_t id : *ids) {
+      sdk::Status st = s.feed(id);
+      if (!st.is_ok()) return st.with_context("prompt record " + std::to_string(i) + " (" + to_text(r) + ")");
+      ++s.prompt_tokens;
+    }
+  }
+  s.prompt_s = seconds_since(t0);
+  say(s.options, "circuit: fed the prompt: " + std::to_string(s.prompt.size()) + " records, " +
+                     std::to_string(s.prompt_tokens) + " tokens");
+  return sdk::Status::ok();
+}
+
+sdk::Status CircuitRun::generate() {
+  State& s = *s_;
+  if (s.prompt_tokens == 0) return sdk::internal_error("generate() before feed_prompt()");
+  const weights::SparseMatrix& u = s.x->unembed;
+  std::vector<float> logits(static_cast<std::size_t>(u.rows), 0.f);
+  std::vector<std::int64_t> current;  // the record being generated: header + DATA so far
+  int need = 0;                       // DATA tokens it still needs
+  const auto t0 = Clock::now();
+  for (std::size_t step = 0;; ++step) {
+    const std::string at = "generated token " + std::to_string(step);
+    if (step >= s.options.max_tokens)
+      return sdk::limit_exceeded("the launch did not reach HALT within --max-tokens " +
+                                 std::to_string(s.options.max_tokens) + " generated tokens (" + s.last_records() + ")");
+    for (std::int64_t r = 0; r < u.rows; ++r) {
+      double acc = 0;
+      for (std::int64_t p = u.row_ptr[r]; p < u.row_ptr[r + 1]; ++p)
+        acc += u.val[p] * s.y[static_cast<std::size_t>(u.col[p])];
+      logits[static_cast<std::size_t>(r)] = static_cast<float>(acc / weights::kResidualUnit);
+    }
+    auto ch = circuit::choose(logits);
+    // --check: the expected token at this step against what was chosen (`got`: a text when
+    // nothing or a row the machine never generates was chosen).
+    auto check_failure = [&](const std::string& got, const std::string& margin) {
+      auto mm = first_mismatch(s.expected, s.generated, s.base());
+      if (!mm) return sdk::internal_error("--check: " + at + ": the streams differ (" + got + ")");
+      if (!got.empty()) mm->got = got;
+      return sdk::internal_error("--check: " + mm->to_string() + " (" + margin + s.last_records() + ")");
+    };
+    if (!ch) {
+      if (s.options.check) return check_failure("no token (" + ch.status().message() + ")", "");
+      return ch.status().with_context(at + " (" + s.last_records() + ")");
+    }
+    char margin[64];
+    std::snprintf(margin, sizeof margin, "margin %g; ", ch->margin);
+    auto rec = token_record(ch->offset);
+    if (!rec || never_generated(rec->kind)) {
+      const std::string what = "machine row " + std::to_string(ch->offset) + " (" +
+                               (rec ? to_text(*rec) : rec.status().message()) + "), which the machine never generates";
+      if (s.options.check) return check_failure(what, margin);
+      return sdk::internal_error(at + ": the model chose " + what + " (" + s.last_records() + ")");
+    }
+    const std::int64_t id = s.base() + ch->offset;
+    s.min_margin = step == 0 ? ch->margin : std::min(s.min_margin, ch->margin);
+    s.generated.push_back(id);
+    if (s.options.check && (step >= s.expected.size() || s.expected[step] != id)) return check_failure("", margin);
+    // Records as they complete.
+    if (rec->kind == RecordKind::kData) {
+      if (need == 0)
+        return sdk::internal_error(at + ": a DATA token where a record header was due (" + s.last_records() + ")");
+      current.push_back(id);
+      --need;
+    } else {
+      if (need > 0)
+        return sdk::internal_error(at + ": header " + to_text(*rec) + " while the record before still needs " +
+                                   std::to_string(need) + " DATA tokens (" + s.last_records() + ")");
+      current.assign(1, id);
+      need = data_tokens(*rec);
+    }
+    if (need == 0) {
+      auto done = decode_tokens(current, s.base());
+      if (!done || done->size() != 1)
+        return sdk::internal_error(at + ": the generated record does not decode" +
+                                   (done ? std::string() : ": " + done.status().message()) + " (" + s.last_records() +
+                                   ")");
+      s.records.push_back(to_text(done->front()));
+      if (s.options.trace && s.options.on_record) s.options.on_record(s.records.back());
+      if (done->front().kind == RecordKind::kHalt) break;  // nothing reads what HALT's pass would do
+    }
+    sdk::Status st = s.feed(id);
+    if (!st.is_ok()) return st.with_context(at + " (" + s.last_records() + ")");
+  }
+  s.halted = true;
+  s.generate_s = seconds_since(t0);
+  char line[160];
+  std::snprintf(line, sizeof line, "circuit: HALT after %zu generated tokens (%.1f ms per token)", s.generated.size(),
+                1e3 * s.generate_s / static_cast<double>(s.generated.size()));
+  say(s.options, line);
+  return sdk::Status::ok();
+}
+
+sdk::Expected<std::vector<sdk::LaunchArg>> CircuitRun::read_arrays() const {
+  const State& s = *s_;
+  const auto t0 = Clock::now();
+  const circuit::MemoryRams& mem = s.x->m.memory;
+  const weights::StateView state = s.model->state_view();
+  // Global memory (space 0): word w in bank w & 3, row w >> 2 (both layouts; kCompact
+  // puts shared memory at rows 64.., kProtocol in its own 4 RAMs).
+  std::vector<std::vector<std::uint64_t>> banks(4);
+  std::vector<std::int32_t> global(static_cast<std::size_t>(s.layout.total_words), 0);
+  for (int w = 0; w < s.layout.total_words; ++w) {
+    const int bank = w & 3;
+    if (banks[static_cast<std::size_t>(bank)].empty()) {
+      if (static_cast<std::size_t>(bank) >= mem.rams.size())
+        return sdk::internal_error("reading global memory: the machine has " + std::to_string(mem.rams.size()) +
+                                   " memory RAMs, bank " + std::to_string(bank) + " is missing");
+      auto rows = weights::read_ram(s.x->cc, mem.rams[static_cast<std::size_t>(bank)], state);
+      if (!rows) return rows.status().with_context("reading global memory bank " + std::to_string(bank));
+      banks[static_cast<std::size_t>(bank)] = std::move(*rows);
+    }
+    const auto& rows = banks[static_cast<std::size_t>(bank)];
+    const std::size_t row = static_cast<std::size_t>(w >> 2);
+    if (row >= rows.size())
+      return sdk::internal_error("reading global memory: word " + std::to_string(w) + " is past bank " +
+                                 std::to_string(bank) + "'s " + std::to_string(rows.size()) + " rows");
+    global[static_cast<std::size_t>(w)] = static_cast<std::int32_t>(static_cast<std::uint32_t>(rows[row]));
+  }
+  std::vector<sdk::LaunchArg> out;
+  for (std::size_t i = 0; i < s.args.size(); ++i) {
+    if (!s.args[i].is_array) continue;
+    sdk::LaunchArg a;
+    a.param = s.program->params[i].name;
+    a.is_array = true;
+    const int b = s.layout.base_word[i];
+    a.array.assign(global.begin() + b, global.begin() + b + static_cast<std::ptrdiff_t>(s.args[i].array.size()));
+    out.push_back(std::move(a));
+  }
+  s_->readback_s = seconds_since(t0);
+  return out;
+}
+
+std::int64_t CircuitRun::prompt_tokens() const {
+  return s_->prompt_tokens;
+}
+std::int64_t CircuitRun::generated_tokens() const {
+  return static_cast<std::int64_t>(s_->generated.size());
+}
+double CircuitRun::min_margin() const {
+  return s_->min_margin;
+}
+const std::vector<std::string>& CircuitRun::generated_records() const {
+  return s_->records;
+}
+
+sdk::Expected<sdk::ModelRunResult> CircuitRun::finish() {
+  State& s = *s_;
+  if (!s.halted) return sdk::internal_error("finish() before the launch reached HALT");
+  auto arrays = read_arrays();
+  if (!arrays) return arrays.status();
+  sdk::ModelRunResult r;
+  if (s.options.check) {
+    for (std::size_t i = 0; i < arrays->size(); ++i) {
+      const auto& got = (*arrays)[i].array;
+      const auto& want = s.expected_arrays.at(i).array;
+      for (std::size_t j = 0; j < want.size(); ++j)
+        if (got.at(j) != want[j])
+          return sdk::internal_error("--check: array '" + (*arrays)[i].param + "' element " + std::to_string(j) +
+                                     ": expected " + std::to_string(want[j]) + " (interpreter), got " +
+                                     std::to_string(got[j]) + " (read from the model's state)");
+    }
+    r.checked = true;
+    r.check = "check: " + std::to_string(s.records.size()) + " records (" + std::to_string(s.generated.size()) +
+              " tokens) equal the interpreter's stream; " + std::to_string(arrays->size()) + " arrays equal";
+  }
+  r.arrays = std::move(*arrays);
+  r.generated_records = s.records;
+  r.prompt_tokens = s.prompt_tokens;
+  r.generated_tokens = static_cast<std::int64_t>(s.generated.size());
+  r.min_margin = s.min_margin;
+  r.timings = {{"build_s", s.x->build_s},
+               {"compile_s", s.x->compile_s},
+               {"prompt_s", s.prompt_s},
+               {"generate_s", s.generate_s},
+               {"readback_s", s.readback_s}};
+  r.stats = {{"prompt_tokens", r.prompt_tokens},
+             {"generated_tokens", r.generated_tokens},
+             {"circuit_layers", s.x->cc.schedule.num_layers},
+             {"circuit_neurons", s.x->cc.total_neurons()},
+             {"circuit_key_heads", s.x->key_heads},
+             {"circuit_channels", s.x->cc.allocation.channels_used}};
+  // The layers' smallest switch margins over the run (a bf16-exact step keeps >= 128).
+  double mlp = 1e30, gdn = 1e30;
+  for (const weights::LayerMargin& m : s.model->margins()) {
+    mlp = std::min(mlp, m.mlp_min);
+    gdn = std::min(gdn, m.gdn_min);
+  }
+  if (mlp < 1e30) r.stats.emplace_back("mlp_switch_margin_min", static_cast<std::int64_t>(mlp));
+  if (gdn < 1e30) r.stats.emplace_back("gdn_switch_margin_min", static_cast<std::int64_t>(gdn));
+  return r;
+}
+
+sdk::Expected<sdk::ModelRunResult> run_on_circuit(const Program& program, const std::vector<sdk::LaunchArg>& args,
+                                                  const sdk::ModelRunOptions& options) {
+  auto run = CircuitRun::start(program, args, options);
+  if (!run) return run.status();
+  QGPU_RETURN_IF_ERROR((*run)->feed_prompt());
+  QGPU_RETURN_IF_ERROR((*run)->generate());
+  return (*run)->finish();
+}
+
+}  // namespace qgpu::simt
