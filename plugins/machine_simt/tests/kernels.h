@@ -171,4 +171,62 @@ inline sdk::KernelIR dot_guarded_kernel() {
   return b.k;
 }
 
+// A launch of one of the kernels above.
+struct LaunchCase {
+  std::string name;
+  sdk::KernelIR kernel;
+  sdk::LaunchShape shape;
+  std::vector<sdk::LaunchArg> args;
+};
+
+// Real launches the circuit tests replay: every terminator kind, barriers with the parity over
+// several SYNCs, 8 warps, partial warps, several thread blocks, atomics, all lanes exiting at once.
+inline std::vector<LaunchCase> real_launches() {
+  std::vector<LaunchCase> v;
+  v.push_back(
+      {"dot 1x4", dot_kernel(), {1, 4}, {arr("a", {1, 2, 3}), arr("b", {4, 5, 6}), arr("out", {0}), scalar("n", 3)}});
+  {
+    std::vector<std::int32_t> a(24), b(24);
+    for (int i = 0; i < 24; ++i) a[i] = i - 11, b[i] = 3 * i + 1;
+    v.push_back({"dot 3x8 (thread blocks)",
+                 dot_kernel(),
+                 {3, 8},
+                 {arr("a", a), arr("b", b), arr("out", {0}), scalar("n", 20)}});
+  }
+  v.push_back({"ifelse 1x8 (divergent branch)",
+               ifelse_kernel(),
+               {1, 8},
+               {arr("a", {3, -8, 7, 10, 0, 5, -3, 12}), arr("out", std::vector<std::int32_t>(8, 0))}});
+  v.push_back({"loop 1x7 (trip counts, partial warp)",
+               loop_kernel(),
+               {1, 7},
+               {arr("a", {3, 0, 5, 1, -2, 7, 2}), arr("out", std::vector<std::int32_t>(7, 99))}});
+  {
+    std::vector<std::int32_t> in(16);
+    for (int i = 0; i < 16; ++i) in[i] = 7 * i - 40;
+    v.push_back(
+        {"reduce 2x8 (barriers, parity over 4 SYNCs)", reduce_kernel(), {2, 8}, {arr("in", in), arr("out", {0, 0})}});
+  }
+  {
+    std::vector<std::int32_t> in(32);
+    for (int i = 0; i < 32; ++i) in[i] = i * i - 100;
+    v.push_back({"reduce 1x32 (8 warps, 6 SYNCs)", reduce_kernel(32), {1, 32}, {arr("in", in), arr("out", {0})}});
+  }
+  {
+    std::vector<std::int32_t> a(10), b(10), c(10, -7);
+    for (int i = 0; i < 10; ++i) a[i] = i * i, b[i] = 50000 * i;
+    v.push_back(
+        {"vadd 2x5 (partial warps)", vadd_kernel(), {2, 5}, {arr("a", a), arr("b", b), arr("c", c), scalar("n", 9)}});
+  }
+  v.push_back({"atomics 2x4",
+               atomics_kernel(),
+               {2, 4},
+               {arr("a", {5, -9, 300, 42, 7, 100000, -1, 8}), arr("m", std::vector<std::int32_t>(11, 0))}});
+  v.push_back({"dot 2x3 (all lanes exit at once, n = 0)",
+               dot_kernel(),
+               {2, 3},
+               {arr("a", {1}), arr("b", {1}), arr("out", {0}), scalar("n", 0)}});
+  return v;
+}
+
 }  // namespace qgpu::simt::test
