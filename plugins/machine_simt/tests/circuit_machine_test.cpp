@@ -7,8 +7,10 @@
 // of the circuit's own output is expected).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <memory>
 #include <set>
@@ -36,11 +38,11 @@ struct Rig {
 
 constexpr double kAlpha = 4;
 
-// Where the residual goes: live dual-rail bits per sub-layer, and at the widest point the
-// owners holding them (the first step of fitting the machine into 2048 channels).
-void print_live(const weights::Circuit& c, const weights::CompiledCircuit& cc) {
-  const auto lr = weights::live_ranges(c, cc.target, cc.schedule);
-  const int subs = 2 * cc.schedule.num_layers;
+// Live dual-rail bits after each sub-layer (index 0: the embedding) under `schedule`.
+std::vector<int> live_bits(const weights::Circuit& c, const weights::CompiledCircuit& cc,
+                           const weights::Schedule& schedule) {
+  const auto lr = weights::live_ranges(c, cc.target, schedule);
+  const int subs = 2 * schedule.num_layers;
   std::vector<int> live(static_cast<std::size_t>(subs + 1), 0);
   std::vector<char> seen(c.fields().size(), 0);
   for (std::size_t f = 0; f < c.fields().size(); ++f) {
@@ -49,6 +51,45 @@ void print_live(const weights::Circuit& c, const weights::CompiledCircuit& cc) {
     for (int sl = -1; sl < subs; ++sl)
       if (lr[f].live_after(sl)) live[static_cast<std::size_t>(sl + 1)] += c.fields()[f].width;
   }
+  return live;
+}
+
+// The same ops, each moved as late as its readers allow (an estimate for the scheduler:
+// per-layer budgets and overwrite order are not re-checked here).
+weights::Schedule as_late_as_possible(const weights::Circuit& c, const weights::Schedule& asap) {
+  weights::Schedule s = asap;
+  const auto& ops = c.ops();
+  std::map<std::pair<int, int>, std::vector<std::size_t>> writers;  // (field, bit) -> ops
+  for (std::size_t i = 0; i < ops.size(); ++i)
+    for (const weights::Bit& b : ops[i].writes) writers[{b.field, b.bit}].push_back(i);
+  std::vector<int> latest(ops.size(), std::numeric_limits<int>::max());
+  for (std::size_t j = ops.size(); j-- > 0;) {
+    // Op j's sub-layer is now final: bound its producers.
+    if (latest[j] == std::numeric_limits<int>::max()) latest[j] = 2 * asap.op_layer[j] + (ops[j].is_mlp ? 1 : 0);
+    const int sj = latest[j];
+    s.op_layer[j] = sj / 2;
+    for (const weights::Bit& b : ops[j].reads) {
+      auto it = writers.find({b.field, b.bit});
+      if (it == writers.end()) continue;
+      for (std::size_t i : it->second) {
+        if (i >= j) continue;
+        // A producer's sub-layer must precede the reader's (an MLP feeds the next layer's GDN).
+        int bound = sj - 1;
+        if (ops[i].is_mlp && !ops[j].is_mlp) bound = sj - 1;  // MLP L -> GDN L+1
+        latest[i] = std::min(
+            latest[i], ops[i].is_mlp ? (bound % 2 == 1 ? bound : bound - 1) : (bound % 2 == 0 ? bound : bound - 1));
+      }
+    }
+  }
+  return s;
+}
+
+// Where the residual goes: live dual-rail bits per sub-layer, and at the widest point the
+// owners holding them (the first step of fitting the machine into 2048 channels).
+void print_live(const weights::Circuit& c, const weights::CompiledCircuit& cc) {
+  const std::vector<int> live = live_bits(c, cc, cc.schedule);
+  const auto lr = weights::live_ranges(c, cc.target, cc.schedule);
+  const int subs = 2 * cc.schedule.num_layers;
   int peak = 0;
   for (int sl = 0; sl <= subs; ++sl)
     if (live[static_cast<std::size_t>(sl)] > live[static_cast<std::size_t>(peak)]) peak = sl;
@@ -56,7 +97,7 @@ void print_live(const weights::Circuit& c, const weights::CompiledCircuit& cc) {
   for (int l = 0; l < cc.schedule.num_layers; ++l) std::printf(" %d", live[static_cast<std::size_t>(2 * l + 2)]);
   std::printf("\nmachine: peak %d bits after sub-layer %d; by owner:", live[static_cast<std::size_t>(peak)], peak - 1);
   std::map<std::string, int> by_owner;
-  std::fill(seen.begin(), seen.end(), 0);
+  std::vector<char> seen(c.fields().size(), 0);
   for (std::size_t f = 0; f < c.fields().size(); ++f) {
     const int root = lr[f].root < 0 ? static_cast<int>(f) : lr[f].root;
     if (seen[static_cast<std::size_t>(root)]++ || !lr[f].live_after(peak - 1)) continue;
@@ -64,7 +105,9 @@ void print_live(const weights::Circuit& c, const weights::CompiledCircuit& cc) {
   }
   for (const auto& [owner, bits] : by_owner)
     if (bits >= 32) std::printf(" %s %d,", owner.c_str(), bits);
-  std::printf("\n");
+  const std::vector<int> late = live_bits(c, cc, as_late_as_possible(c, cc.schedule));
+  std::printf("\nmachine: every op as late as its readers allow (estimate): peak %d bits\n",
+              *std::max_element(late.begin(), late.end()));
 }
 
 const Rig& rig() {
