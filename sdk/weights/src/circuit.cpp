@@ -120,6 +120,19 @@ sdk::Expected<int> Circuit::add_ram(const std::string& owner, const std::string&
   return static_cast<int>(rams_.size()) - 1;
 }
 
+sdk::Status Circuit::ram_clear(int ram, Bit clear) {
+  if (ram < 0 || ram >= static_cast<int>(rams_.size())) return sdk::invalid_argument("ram_clear: unknown ram");
+  Ram& r = rams_[ram];
+  const std::string rn = r.owner + "." + r.name;
+  if (r.clear) return sdk::unsupported("ram " + rn + ": one clear bit per ram");
+  for (const Op& o : ops_)
+    if (!o.is_mlp && o.gdn.kind == GdnOp::Kind::kRamRead && o.gdn.ram == ram)
+      return sdk::invalid_argument("ram " + rn + ": declare the clear bit before the first read port");
+  QGPU_RETURN_IF_ERROR(check_reads("ram " + rn + " clear", {clear}));
+  r.clear = clear;
+  return sdk::Status::ok();
+}
+
 sdk::Status Circuit::ram_write(int ram, const Word& addr, const Word& data, std::optional<Bit> we) {
   if (ram < 0 || ram >= static_cast<int>(rams_.size())) return sdk::invalid_argument("ram_write: unknown ram");
   Ram& r = rams_[ram];
@@ -173,6 +186,7 @@ sdk::Expected<Op> Circuit::read_port(int ram, const Word& addr, std::optional<Bi
   for (Bit b : r.wr_addr) add_unique(o.reads, b);
   for (Bit b : r.wr_data) add_unique(o.reads, b);
   if (r.wr_enable) add_unique(o.reads, *r.wr_enable);
+  if (r.clear) add_unique(o.reads, *r.clear);
   QGPU_RETURN_IF_ERROR(check_reads(o.name, o.reads));
   return o;
 }

@@ -559,6 +559,13 @@ sdk::Expected<std::vector<Layer>> emit(const Circuit& circuit, const Target& tar
           if (is_read && ram->wr_enable) bf = Affine{{Term{*ram->wr_enable, B}, Term{!*ram->wr_enable, -B}}, 0};
           QGPU_RETURN_IF_ERROR(em.affine(bb, vh, bf, where + " beta of " + op.name));
           em.mute(bb, vh);
+          if (is_read && ram->clear) {
+            // a = ±kClearA: with dt_bias -32, softplus gives 0 (decay exp(0) = 1, exactly)
+            // or 224 (decay exp(-224) = 0, exactly, in fp32 and bf16); text tokens: a = -huge.
+            const Affine af{{Term{*ram->clear, 2 * kClearA}}, -kClearA};
+            QGPU_RETURN_IF_ERROR(em.affine(ab, vh, af, where + " decay of " + op.name));
+            em.mute(ab, vh);
+          }
         }
       }
     }

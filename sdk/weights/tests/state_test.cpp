@@ -346,3 +346,57 @@ TEST(RamState, StridedViewsReadTheSame) {
 
 }  // namespace
 }  // namespace qgpu::weights
+
+namespace qgpu::weights {
+namespace {
+
+// Circuit::ram_clear: a token with the clear bit erases every row (through the decay
+// gate) before its own write; other tokens, and text tokens whose clear rails happen to
+// read 1 (the mute channel negative), keep every row.
+TEST(RamState, ClearErasesEveryRowBeforeTheTokensWrite) {
+  Circuit c{"clear"};
+  const Word wa = must(c.input("w", "addr", 4)), wd = must(c.input("w", "data", 32)), we = must(c.input("w", "we", 1));
+  const Word clr = must(c.input("w", "clear", 1)), ra = must(c.input("r", "addr", 4));
+  const int ram = must(c.add_ram("mem", "rows", 16, 32));
+  ASSERT_TRUE(c.ram_write(ram, wa, wd, we[0]).is_ok());
+  ASSERT_TRUE(c.ram_clear(ram, clr[0]).is_ok());
+  EXPECT_FALSE(c.ram_clear(ram, clr[0]).is_ok());  // one clear bit per RAM
+  const Word out = must(c.ram_read(ram, "read", ra, std::nullopt));
+  Target t = testing::qwen2b_target();
+  t.mute_channel = true;
+  CompiledCircuit cc = must(compile(c, t));
+  ASSERT_GE(cc.allocation.mute, 0);
+  for (DType dt : kBothDtypes) {
+    ReferenceModel m(cc.layers, cc.target.shapes, dt);
+    std::mt19937_64 rng(5);
+    std::vector<std::uint64_t> model(16, 0);
+    int wrong = 0, reads = 0;
+    auto step = [&](std::uint64_t a, std::uint64_t d, bool w, bool clear, std::uint64_t r, bool text) {
+      std::vector<float> x = embed(c, cc.allocation, {{wa, a}, {wd, d}, {we, w}, {clr, clear}, {ra, r}});
+      if (text) x[static_cast<std::size_t>(cc.allocation.mute)] = -0.5f * kResidualUnit;  // a text token
+      const std::vector<float> y = m.step(x);
+      if (!text) {
+        if (clear) std::fill(model.begin(), model.end(), 0);
+        if (w) model[a] = d;
+        bool exact = true;
+        wrong += read_word(cc.allocation, y, out, &exact) != model[r] || !exact;
+        ++reads;
+      }
+    };
+    for (int round = 0; round < 6; ++round) {
+      for (int i = 0; i < 20; ++i) step(rng() % 16, testing::operand(rng), rng() % 3 != 0, false, rng() % 16, false);
+      step(rng() % 16, rng() & 0xFFFFFFFFu, true, true, rng() % 16, true);               // text: nothing happens
+      step(rng() % 16, testing::operand(rng), round % 2 == 0, true, rng() % 16, false);  // clear (+ a write)
+      for (int r = 0; r < 16; ++r) step(0, 0, false, false, static_cast<std::uint64_t>(r), false);
+    }
+    auto rows = read_ram(cc, ram, m.state_view());
+    ASSERT_TRUE(rows.has_value()) << rows.status().message();
+    for (int r = 0; r < 16; ++r) wrong += (*rows)[static_cast<std::size_t>(r)] != model[static_cast<std::size_t>(r)];
+    EXPECT_EQ(wrong, 0) << dtype_name(dt);
+    std::printf("[ %s ] ram_clear: %d reads and 16 state rows, %d wrong\n", std::string(dtype_name(dt)).c_str(), reads,
+                wrong);
+  }
+}
+
+}  // namespace
+}  // namespace qgpu::weights

@@ -82,6 +82,7 @@ struct Ram {
   Word wr_addr;
   Word wr_data;
   std::optional<Bit> wr_enable;
+  std::optional<Bit> clear;  // ram_clear: where 1, every row is erased before the token's write
 };
 
 struct GdnOp {
@@ -141,6 +142,11 @@ class Circuit {
   sdk::Expected<int> add_ram(const std::string& owner, const std::string& name, int rows, int width);
   sdk::Status ram_write(int ram, const Word& addr, const Word& data, std::optional<Bit> we);
   sdk::Expected<Word> ram_read(int ram, const std::string& name, const Word& addr, std::optional<Bit> enable);
+  // On tokens where `clear` is 1, every row of the RAM is erased (reads 0, as never
+  // written) before that token's own write: the Gated DeltaNet decay of the RAM's heads
+  // is exactly 0 there and exactly 1 elsewhere (docs/CIRCUITS.md §3). Declare it before
+  // the first read port; `clear` must be final in every layer holding a replica.
+  sdk::Status ram_clear(int ram, Bit clear);
   // One field written by several read ports (each its own replica and heads, in
   // whatever layer the scheduler puts it). Ports whose bit ranges overlap must be
   // exclusive: their enables are distinct positive bits of one group declared

@@ -56,6 +56,7 @@ float rsqrt(float x);     // 1 / sqrt(x), two roundings (vectorised ATen)
 inline constexpr double kGain = 128;           // K, A, B, Z: powers of two >= 88.73
 inline constexpr double kValueUnit = 64;       // U: a stored 1 in a Gated DeltaNet row (silu's identity range)
 inline constexpr double kResidualUnit = 8;     // u: a residual 1 bit; mean(x^2) = u^2 = 64
+inline constexpr double kClearA = 256;       // Circuit::ram_clear: the decay input is ±256 (224 after dt_bias)
 inline constexpr double kDtBias = -32;         // decay exactly 1 with A_log = 0 (needs <= -17.33)
 inline constexpr double kEnableGain = 131072;  // 2^17 on an enable's negative rail: MLP neuron off on other tokens
 inline constexpr float kEps = 1e-6f;           // rms_norm_eps of every Qwen3.5 norm
