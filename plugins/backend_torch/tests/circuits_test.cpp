@@ -57,7 +57,9 @@ T must(sdk::Expected<T> e) {
   return std::move(e).value();
 }
 
-sdk::LayerShapes qwen2b_shapes() { return weights::qwen35_2b_shapes(); }
+sdk::LayerShapes qwen2b_shapes() {
+  return weights::qwen35_2b_shapes();
+}
 
 w::CompiledCircuit compile_2b(const w::Circuit& c) {
   w::Target t;
@@ -595,7 +597,7 @@ TEST(Circuits, MultiplexersFourLanes) {
 
 struct RamCircuit {
   w::Circuit c{"ram"};
-  w::Word waddr, wdata, we, raddr, raddr2, ren, waddr2, wdata2, we2, raddr3, prev_src;
+  w::Word waddr, wdata, we, raddr, raddr2, ren, waddr2, wdata2, we2, clear2, raddr3, prev_src;
   w::Word read0, read1, wide, prev1, prev3;
   RamCircuit() {
     waddr = must(c.input("w", "addr", 7));
@@ -613,9 +615,12 @@ struct RamCircuit {
     waddr2 = must(c.input("w2", "addr", 7));
     wdata2 = must(c.input("w2", "data", 48));
     we2 = must(c.input("w2", "we", 1));
+    clear2 = must(c.input("w2", "clear", 1));
     raddr3 = must(c.input("r3", "addr", 7));
     const int wide_ram = must(c.add_ram("mem", "wide", 100, 48));
     if (!c.ram_write(wide_ram, waddr2, wdata2, we2[0]).is_ok()) throw std::runtime_error("ram_write");
+    // Erased through the decay gate on clear tokens (Circuit::ram_clear).
+    if (!c.ram_clear(wide_ram, clear2[0]).is_ok()) throw std::runtime_error("ram_clear");
     wide = must(c.ram_read(wide_ram, "wide_read", raddr3, std::nullopt));
     prev_src = must(c.input("p", "src", 16));
     prev1 = must(c.previous("prev1", prev_src, 1, std::nullopt));
@@ -632,7 +637,7 @@ std::vector<Token> ram_tokens(const RamCircuit& rc, const w::CompiledCircuit& cc
   std::vector<std::uint32_t> hist;
   std::vector<Token> tokens;
   auto add = [&](std::uint32_t wa, std::uint32_t wd, bool w, std::uint32_t ra, std::uint32_t ra2, bool en,
-                 std::uint32_t wa2, std::uint64_t wd2, bool w2, std::uint32_t ra3, std::uint32_t ps) {
+                 std::uint32_t wa2, std::uint64_t wd2, bool w2, bool clear2, std::uint32_t ra3, std::uint32_t ps) {
     Token tok;
     tok.x = w::embed(rc.c, cc.allocation,
                      {{rc.waddr, wa},
@@ -644,9 +649,11 @@ std::vector<Token> ram_tokens(const RamCircuit& rc, const w::CompiledCircuit& cc
                       {rc.waddr2, wa2},
                       {rc.wdata2, wd2},
                       {rc.we2, w2},
+                      {rc.clear2, clear2},
                       {rc.raddr3, ra3},
                       {rc.prev_src, ps}});
-    if (w) mem[wa] = wd;  // a read in the writing token sees the write
+    if (w) mem[wa] = wd;       // a read in the writing token sees the write
+    if (clear2) wide.fill(0);  // erased before the token's own write
     if (w2 && wa2 < 100) wide[wa2] = wd2;
     hist.push_back(ps);
     const std::size_t t = hist.size() - 1;
@@ -659,8 +666,8 @@ std::vector<Token> ram_tokens(const RamCircuit& rc, const w::CompiledCircuit& cc
   };
   for (int t = 0; t < random; ++t)
     add(rng() % 128, static_cast<std::uint32_t>(rng()), rng() % 2, rng() % 128, rng() % 128, rng() % 10 < 7,
-        rng() % 128, rng() & 0xFFFFFFFFFFFFull, rng() % 2, rng() % 128, rng() & 0xFFFF);
-  for (std::uint32_t r = 0; r < 128; ++r) add(0, 0, false, r, 127 - r, true, 0, 0, false, r, 0);
+        rng() % 128, rng() & 0xFFFFFFFFFFFFull, rng() % 2, rng() % 97 == 0, rng() % 128, rng() & 0xFFFF);
+  for (std::uint32_t r = 0; r < 128; ++r) add(0, 0, false, r, 127 - r, true, 0, 0, false, false, r, 0);
   return tokens;
 }
 
