@@ -16,8 +16,8 @@ plugin=$(find "$work/build" -name 'qgpu_machine_minimal.so' | head -n 1)
 [ -n "$plugin" ] || { echo "FAIL: the example did not produce qgpu_machine_minimal.so"; exit 1; }
 # The installed host finds the installed plugins next to itself, and the example through --plugin-dir.
 out=$("$prefix/bin/qgpu-host" --plugin-dir "$(dirname "$plugin")" info --json)
-echo "$out" | grep -q '"name": "machine_minimal"' || { echo "FAIL: machine_minimal not listed"; echo "$out"; exit 1; }
-echo "$out" | grep -q '"name": "machine_simt"' || { echo "FAIL: installed plugins not found next to the installed host"; exit 1; }
+grep -q '"name": "machine_minimal"' <<<"$out" || { echo "FAIL: machine_minimal not listed"; echo "$out"; exit 1; }
+grep -q '"name": "machine_simt"' <<<"$out" || { echo "FAIL: installed plugins not found next to the installed host"; exit 1; }
 # And it runs when a config selects it.
 cat >"$work/minimal.yaml" <<YAML
 version: 1
@@ -27,6 +27,6 @@ machine:
   words: 8
 YAML
 out=$("$prefix/bin/qgpu-host" --config "$work/minimal.yaml" info)
-echo "$out" | grep -Eq 'machine +machine_minimal .*\[selected by config\]' || { echo "FAIL: not selected"; echo "$out"; exit 1; }
-echo "$out" | grep -q 'words: *8' || { echo "FAIL: option not passed"; echo "$out"; exit 1; }
+grep -Eq 'machine +machine_minimal .*\[selected by config\]' <<<"$out" || { echo "FAIL: not selected"; echo "$out"; exit 1; }
+grep -q 'words: *8' <<<"$out" || { echo "FAIL: option not passed"; echo "$out"; exit 1; }
 echo "ok: machine_minimal built against the installed SDK and loaded"
