@@ -12,7 +12,9 @@ namespace {
 using weights::Affine;
 using weights::Bit;
 using weights::Circuit;
+using weights::concat;
 using weights::MlpBuilder;
+using weights::slice;
 using weights::Term;
 using weights::Word;
 
@@ -57,14 +59,6 @@ class Mlp {
   sdk::Status st_;
 };
 
-Word slice(const Word& w, int pos, int width) {
-  return Word(w.begin() + pos, w.begin() + pos + width);
-}
-Word concat(const Word& lo, const Word& hi) {
-  Word w = lo;
-  w.insert(w.end(), hi.begin(), hi.end());
-  return w;
-}
 // The bits of `w` that match the value v.
 std::vector<Bit> pattern(const Word& w, unsigned v) {
   std::vector<Bit> m;

@@ -10,13 +10,11 @@ namespace {
 using weights::Affine;
 using weights::Bit;
 using weights::Circuit;
+using weights::concat;
 using weights::MlpBuilder;
+using weights::slice;
 using weights::Term;
 using weights::Word;
-
-Word slice(const Word& w, int pos, int width) {
-  return Word(w.begin() + pos, w.begin() + pos + width);
-}
 
 // Bits of `w` that match the value v (positive rail where v has a 1, negative where 0).
 std::vector<Bit> pattern(const Word& w, unsigned v) {

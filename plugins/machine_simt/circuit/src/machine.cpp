@@ -14,15 +14,13 @@ namespace {
 
 using weights::Bit;
 using weights::Circuit;
+using weights::concat;
 using weights::MlpBuilder;
+using weights::slice;
 using weights::Term;
 using weights::Word;
 
 constexpr int kBlockBits = 5;
-
-Word slice(const Word& w, int pos, int width) {
-  return Word(w.begin() + pos, w.begin() + pos + width);
-}
 
 Word padded(const Circuit& c, Word w, int width) {
   while (static_cast<int>(w.size()) < width) w.push_back(c.zero());

@@ -14,7 +14,9 @@ namespace {
 using weights::Affine;
 using weights::Bit;
 using weights::Circuit;
+using weights::concat;
 using weights::MlpBuilder;
+using weights::slice;
 using weights::Term;
 using weights::Word;
 
@@ -29,9 +31,6 @@ constexpr int kGroup = 8;  // digit group of the adders and comparators (bf16: â
 constexpr double kGate = 512;
 const Affine kOne{{}, 1};
 
-Word slice(const Word& w, int pos, int width) {
-  return Word(w.begin() + pos, w.begin() + pos + width);
-}
 std::vector<Term> out(Bit b, double coef = 1) {
   return {Term{b, coef}};
 }

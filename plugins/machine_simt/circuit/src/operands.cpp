@@ -11,7 +11,9 @@ namespace {
 using weights::Affine;
 using weights::Bit;
 using weights::Circuit;
+using weights::concat;
 using weights::MlpBuilder;
+using weights::slice;
 using weights::Term;
 using weights::Word;
 
@@ -27,12 +29,6 @@ std::vector<Bit> pattern(const Word& w, unsigned v) {
 std::vector<Bit> join(std::vector<Bit> a, const std::vector<Bit>& b) {
   a.insert(a.end(), b.begin(), b.end());
   return a;
-}
-
-Word concat(const Word& lo, const Word& hi) {
-  Word w = lo;
-  w.insert(w.end(), hi.begin(), hi.end());
-  return w;
 }
 
 sdk::Status check_width(const std::string& owner, const std::string& what, const Word& w, std::size_t want) {

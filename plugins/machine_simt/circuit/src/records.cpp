@@ -11,7 +11,9 @@ namespace {
 using weights::Affine;
 using weights::Bit;
 using weights::Circuit;
+using weights::concat;
 using weights::Neuron;
+using weights::slice;
 using weights::Term;
 using weights::Word;
 
@@ -21,10 +23,6 @@ constexpr int kRowBits = 7;    // ROM block (5 bits) or WREG register | warp << 
 constexpr double kK = weights::kGain;
 static_assert(kProtoBlocks == 1 << kBlockBits && kProtoWarps == 1 << kWarpBits);
 static_assert(kProtoRegisters == 16 && kProtoLanes == 4);
-
-Word slice(const Word& w, int pos, int width) {
-  return Word(w.begin() + pos, w.begin() + pos + width);
-}
 
 void append(Word& w, const Word& x) {
   w.insert(w.end(), x.begin(), x.end());

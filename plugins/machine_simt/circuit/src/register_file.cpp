@@ -11,7 +11,9 @@ namespace {
 using weights::Affine;
 using weights::Bit;
 using weights::Circuit;
+using weights::concat;
 using weights::MlpBuilder;
+using weights::slice;
 using weights::Term;
 using weights::Word;
 
@@ -23,12 +25,6 @@ std::vector<Bit> pattern(const Word& w, unsigned v) {
   std::vector<Bit> m;
   for (std::size_t i = 0; i < w.size(); ++i) m.push_back(((v >> i) & 1) ? w[i] : !w[i]);
   return m;
-}
-
-Word concat(const Word& lo, const Word& hi) {
-  Word w = lo;
-  w.insert(w.end(), hi.begin(), hi.end());
-  return w;
 }
 
 // The raw 2-bit kind field of operand a or b (ISA.md encoding): reading it from the

@@ -11,7 +11,9 @@ namespace {
 using weights::Affine;
 using weights::Bit;
 using weights::Circuit;
+using weights::concat;
 using weights::MlpBuilder;
+using weights::slice;
 using weights::Term;
 using weights::Word;
 
@@ -19,10 +21,6 @@ constexpr const char* kOwner = "seq";
 constexpr int kHdrBits = 14;  // the union of the current record's header fields
 constexpr int kLagBits = 3 + kHdrBits;
 const Affine kOne{{}, 1};
-
-Word slice(const Word& w, int lo, int n) {
-  return Word(w.begin() + lo, w.begin() + lo + n);
-}
 
 Affine bit_of(Bit b) {
   return Affine{{Term{b, 1}}, 0};

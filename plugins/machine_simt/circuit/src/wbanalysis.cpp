@@ -11,7 +11,9 @@ namespace {
 
 using weights::Bit;
 using weights::Circuit;
+using weights::concat;
 using weights::MlpBuilder;
+using weights::slice;
 using weights::Term;
 using weights::Word;
 
@@ -24,12 +26,6 @@ constexpr int kWarpBits = 3;
 void add_writes(std::vector<Term>& t, const Word& opcode, double w) {
   for (int op = 0; op < kOpCount; ++op)
     if (writes_d(static_cast<Op>(op))) t.push_back(Term{opcode[static_cast<std::size_t>(op)], w});
-}
-
-Word concat(const Word& lo, const Word& hi) {
-  Word w = lo;
-  w.insert(w.end(), hi.begin(), hi.end());
-  return w;
 }
 
 sdk::Status check_width(const Word& w, int width, const std::string& what) {

@@ -12,8 +12,10 @@ namespace {
 using weights::Affine;
 using weights::Bit;
 using weights::Circuit;
+using weights::concat;
 using weights::Cube;
 using weights::MlpBuilder;
+using weights::slice;
 using weights::Term;
 using weights::Word;
 
@@ -21,10 +23,6 @@ constexpr const char* kOwner = "wb";
 
 std::string slot_name(int s) {
   return "s" + std::to_string(s);
-}
-
-Word slice(const Word& w, int lo, int n) {
-  return Word(w.begin() + lo, w.begin() + lo + n);
 }
 
 Affine bit_of(Bit b) {

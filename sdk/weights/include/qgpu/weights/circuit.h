@@ -34,6 +34,15 @@ struct Bit {
 };
 using Word = std::vector<Bit>;  // bit 0 first
 Word operator~(const Word& w);  // NOT of every bit (free)
+// Bits [pos, pos + width) of w (a view: no op, no channels).
+inline Word slice(const Word& w, int pos, int width) {
+  return Word(w.begin() + pos, w.begin() + pos + width);
+}
+// lo's bits, then hi's.
+inline Word concat(const Word& lo, Word hi) {
+  hi.insert(hi.begin(), lo.begin(), lo.end());
+  return hi;
+}
 
 enum class FieldKind { kInput, kComputed, kConstant };
 
