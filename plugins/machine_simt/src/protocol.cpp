@@ -24,7 +24,7 @@ constexpr std::array<std::int64_t, kRecordKinds> kRows = {
     kProtoWarps * (kProtoRegisters - 1) * kMasks * kFormats,  // WREG
     2 * kProtoWords * kProtoRunWords * kFormats,              // WMEM
     kProtoBlocks * kProtoRowsPerBlock * 2,                    // ROM (two halves per row)
-    kProtoBlocks,                                             // LIVE
+    kProtoBlocks + 1,                                         // LIVE (blocks, then exited)
     std::int64_t{1} << kDataBits,                             // DATA
 };
 // clang-format on
@@ -210,6 +210,9 @@ Record live_record(std::uint32_t block, std::uint32_t live_mask) {
   r.values[0] = live_mask;
   return r;
 }
+Record live_exited_record(std::uint32_t mask) {
+  return live_record(kLiveExited, mask);
+}
 
 ValueFormat smallest_format(std::span<const std::uint32_t> values) {
   ValueFormat f = ValueFormat::kZero;
@@ -334,7 +337,8 @@ sdk::Status append_tokens(const Record& r, std::int64_t base, std::vector<std::i
       index = (std::int64_t{r.block} * kProtoRowsPerBlock + r.slot) * 2 + r.half;
       break;
     case RecordKind::kLive:
-      QGPU_RETURN_IF_ERROR(block_ok());
+      // Rows 0-31: block B's live-in set; row 32 (kLiveExited): an exited lane's.
+      if (r.block > kLiveExited) return field_error(r, "block", r.block, kLiveExited);
       if (r.values[0] > 0xffff || (r.values[0] & 1))
         return sdk::invalid_argument("LIVE record: mask " + std::to_string(r.values[0]) + " is not a set of r1-r15");
       index = r.block;
@@ -455,11 +459,6 @@ sdk::Expected<std::vector<Record>> decode_tokens(std::span<const std::int64_t> i
   std::vector<Record> out;
   const std::int64_t end = base + vocabulary_rows();
   auto where = [&](std::size_t i) { return "token " + std::to_string(i) + " (id " + std::to_string(ids[i]) + ")"; };
-  auto kind_of = [&](std::int64_t off) {
-    int k = 0;
-    while (off >= kRows[k]) off -= kRows[k], ++k;
-    return std::pair{static_cast<RecordKind>(k), off};
-  };
   for (std::size_t i = 0; i < ids.size();) {
     const std::int64_t id = ids[i];
     if (id < base)
@@ -635,7 +634,10 @@ std::string to_text(const Record& r) {
       break;
     }
     case RecordKind::kLive: {
-      o << " B" << r.block << " {";
+      if (r.block == kLiveExited)
+        o << " exited {";
+      else
+        o << " B" << r.block << " {";
       bool first = true;
       for (int k = 1; k < 16; ++k)
         if ((r.values[0] >> k) & 1) o << (first ? "" : ", ") << "r" << k, first = false;
@@ -773,22 +775,11 @@ class Recorder final : public LaunchObserver {
     pending_.clear();         // the finished thread block's scheduler state is dead
     out_.push_back(cta_record(cta));
     parity_ = 0;
-    std::vector<std::uint32_t> dirty;
-    for (std::size_t i = 0; i < shared_ram_.size(); ++i)
-      if (shared_ram_[i] != 0) dirty.push_back(static_cast<std::uint32_t>(i));
-    const std::vector<std::uint32_t> zeros(shared_ram_.size(), 0u);
-    memory_runs(true, dirty, zeros, out_);
-    for (std::uint32_t i : dirty) shared_ram_[i] = 0;
-    // Registers read before being written (live at entry) must read 0 again.
-    const std::uint32_t entry_live = live_.empty() ? 0u : live_[0];
-    for (std::size_t w = 0; w < regs_.size(); ++w)
-      for (int r = 1; r < kProtoRegisters; ++r) {
-        if (!((entry_live >> r) & 1)) continue;
-        std::uint32_t lanes = 0;
-        for (int l = 0; l < kProtoLanes; ++l)
-          if (regs_[w][r][l] != 0) lanes |= 1u << l, regs_[w][r][l] = 0;
-        if (lanes) out_.push_back(wreg_record(static_cast<std::uint32_t>(w), r, lanes, {}));
-      }
+    // The CTA token erases the register file and shared memory (the circuit clears
+    // their RAMs): every row reads 0 again, so nothing is written back for them.
+    std::fill(shared_ram_.begin(), shared_ram_.end(), 0u);
+    for (auto& warp : regs_)
+      for (auto& reg : warp) reg.fill(0u);
     for (int w = 0; w < static_cast<int>(regs_.size()); ++w)
       pending_.push_back({w, existing_lanes(p_, w), {LaneStatus::kRunning, 0}});
     return {};
@@ -924,18 +915,14 @@ sdk::Expected<std::vector<Record>> encode_prompt(const Program& p, const std::ve
       out.push_back(r);
   const auto live = live_in_masks(p);
   for (std::size_t b = 0; b < live.size(); ++b) out.push_back(live_record(static_cast<std::uint32_t>(b), live[b]));
+  // An exited lane keeps only the shuffle sources live; an unwritten row reads 0 (none).
+  if (const std::uint32_t shuffled = shuffle_sources(p); shuffled != 0) out.push_back(live_exited_record(shuffled));
   const std::vector<std::uint32_t> global = initial_global(p, *layout, args);
   std::vector<std::uint32_t> words(global.size());
   for (std::size_t i = 0; i < words.size(); ++i) words[i] = static_cast<std::uint32_t>(i);
   memory_runs(false, words, global, out);
-  words.resize(static_cast<std::size_t>(p.shared_words_used));
-  const std::vector<std::uint32_t> zeros(words.size(), 0u);
-  for (std::size_t i = 0; i < words.size(); ++i) words[i] = static_cast<std::uint32_t>(i);
-  memory_runs(true, words, zeros, out);
+  // Registers and shared memory need no records: CTA 0 cleared them (every row reads 0).
   const int nw = warps_of(p);
-  for (int w = 0; w < nw; ++w)
-    for (int r = 1; r <= p.registers_used && r < kProtoRegisters; ++r)
-      out.push_back(wreg_record(static_cast<std::uint32_t>(w), static_cast<std::uint32_t>(r), 0b1111u, {}));
   for (int w = 0; w < nw; ++w) {
     const std::uint32_t lanes = existing_lanes(p, w);
     out.push_back(sched_record(static_cast<std::uint32_t>(w), lanes, LaneStatus::kRunning, 0));

@@ -31,6 +31,9 @@ inline constexpr int kDataBits = 16;
 // Gated DeltaNet conv1d (kernel 4: the current token and the 3 before it).
 inline constexpr int kMaxDataTokens = 3;
 inline constexpr int kDataBitsUnused = 0;  // payload of a DATA token
+// The LIVE row after the blocks' rows: `LIVE exited`, the registers some shuffle reads
+// (live in a lane that exited: another lane may still read them).
+inline constexpr std::uint32_t kLiveExited = kProtoBlocks;
 
 enum class RecordKind : std::uint8_t {
   kHalt,    // generated: the launch is over
@@ -43,7 +46,7 @@ enum class RecordKind : std::uint8_t {
   kWreg,    // fed / generated: register write-back + DATA by format
   kWmem,    // fed / generated: up to 4 consecutive memory words + DATA by format
   kRom,     // fed: one 32-bit half of a ROM row + 2 DATA
-  kLive,    // fed: registers live at a block's entry + 1 DATA
+  kLive,    // fed: registers live at a block's entry (or in an exited lane) + 1 DATA
   kData,    // a 16-bit payload token (part of the record before it)
   kCount
 };
@@ -61,7 +64,7 @@ enum class ValueFormat : std::uint8_t { kZero = 0, kByte = 1, kHalf = 2, kWord =
 
 struct Record {
   RecordKind kind = RecordKind::kHalt;
-  std::uint32_t block = 0;                   // EXEC, SCHED (pending block), ROM, LIVE
+  std::uint32_t block = 0;                   // EXEC, SCHED (pending block), ROM, LIVE (kLiveExited: exited)
   std::uint32_t warp = 0;                    // EXEC, SCHED, WREG
   std::uint32_t lanes = 0;                   // EXEC, SCHED, WREG: bit l = lane l
   LaneStatus status = LaneStatus::kRunning;  // SCHED
@@ -101,6 +104,8 @@ std::vector<Record> wmem_records(bool shared, std::uint32_t word, std::span<cons
 // A ROM row as its two half records (low, high).
 std::array<Record, 2> rom_records(std::uint32_t block, std::uint32_t slot, std::uint64_t row);
 Record live_record(std::uint32_t block, std::uint32_t live_mask);
+// `LIVE exited`: the registers that stay live in a lane that exited (the shuffle sources).
+Record live_exited_record(std::uint32_t mask);
 
 ValueFormat smallest_format(std::span<const std::uint32_t> values);
 
@@ -133,8 +138,8 @@ sdk::Status check_protocol_limits(const Program& program);
 // reads (another lane may read it at any time) in all blocks.
 std::vector<std::uint16_t> live_in_masks(const Program& program);
 
-// The host's prompt for a launch: LAUNCH, CTA 0, ROM and LIVE rows, memory,
-// register and scheduler reset, RUN (docs/PROTOCOL.md "Prompt").
+// The host's prompt for a launch: LAUNCH, CTA 0, ROM and LIVE rows (LIVE exited when a
+// shuffle reads some register), memory, scheduler rows, RUN (docs/PROTOCOL.md "Prompt").
 sdk::Expected<std::vector<Record>> encode_prompt(const Program& program, const std::vector<sdk::LaunchArg>& args);
 
 // --check: the first generated token that differs from the expected stream.

@@ -132,7 +132,8 @@ const Rig& rig() {
       outs.push_back(mw.word[l]);
       outs.push_back(mw.value[l]);
     }
-    for (const circuit::SchedGroup& g : x->m.groups) {
+    for (int gi = 0; gi < circuit::kExecGroups; ++gi) {  // the CTA groups are read by the generation tests
+      const circuit::SchedGroup& g = x->m.groups[static_cast<std::size_t>(gi)];
       outs.push_back({g.valid});
       outs.push_back(g.lanes);
       outs.push_back(g.status);
@@ -265,7 +266,7 @@ void check_exec(const Rig& r, const std::vector<float>& y, const Expected& e, st
   }
   // SCHED groups.
   std::vector<Record> scheds;
-  for (int g = 0; g < 4; ++g) {
+  for (int g = 0; g < circuit::kExecGroups; ++g) {
     if (!rd({m.groups[g].valid}, "group valid")) continue;
     scheds.push_back(sched_record(warp, static_cast<std::uint32_t>(rd(m.groups[g].lanes, "group lanes")),
                                   static_cast<LaneStatus>(rd(m.groups[g].status, "group status")),
@@ -306,11 +307,11 @@ sdk::Expected<circuit::Choice> choice(const Rig& r, const std::vector<float>& y)
   return circuit::choose(logits);
 }
 
-// Feeds the prompt and the generated stream; checks every EXEC's write-back inputs and,
-// with `stream`, that after every token from RUN on the machine chooses the stream's next
-// token (teacher forcing: the stream's token is fed whatever was chosen).
+// Feeds the prompt and the generated stream; checks every EXEC's write-back inputs and that
+// after every token from RUN on the machine chooses the stream's next token (teacher
+// forcing: the stream's token is fed whatever was chosen).
 void replay(const std::string& name, const sdk::KernelIR& kernel, sdk::LaunchShape shape,
-            const std::vector<sdk::LaunchArg>& args, bool stream, DType dtype, Stats& st) {
+            const std::vector<sdk::LaunchArg>& args, DType dtype, Stats& st) {
   const Rig& r = rig();
   ASSERT_TRUE(r.error.empty()) << r.error;
   auto p = lower_kernel(kernel, shape, {});
@@ -346,7 +347,7 @@ void replay(const std::string& name, const sdk::KernelIR& kernel, sdk::LaunchSha
       ++st.execs;
     }
     // From the RUN token (the prompt's last) on, the next token is the machine's choice.
-    if (stream && i + 1 >= gen_start && k + 1 < ids.size()) {
+    if (i + 1 >= gen_start && k + 1 < ids.size()) {
       auto ch = choice(r, y);
       const std::int64_t want = ids[k + 1] - r.m.fd.records.base;
       if (!ch || ch->offset != want) {
@@ -364,9 +365,9 @@ void replay(const std::string& name, const sdk::KernelIR& kernel, sdk::LaunchSha
   fold_margins(model, st.mlp_margin, st.gdn_margin);
 }
 
-// The launches of kernels.h, plus single-thread-block versions of the multi-CTA ones: the
-// whole generated stream is checked where the grid is 1 (the zeroing write-backs after a CTA
-// record are not built), the EXEC passes everywhere.
+// The launches of kernels.h (several thread blocks included: the CTA token erases the
+// registers and shared memory, its SCHED groups start the other warps), plus
+// single-thread-block versions of some: every generated token is checked.
 std::vector<LaunchCase> cases() {
   std::vector<LaunchCase> v = real_launches();
   {
@@ -380,6 +381,21 @@ std::vector<LaunchCase> cases() {
     v.push_back(
         {"vadd 1x7 (partial warp)", vadd_kernel(), {1, 7}, {arr("a", a), arr("b", b), arr("c", c), scalar("n", 6)}});
   }
+  {
+    // Shared memory and registers start at 0 in every thread block: each thread's atomic
+    // on its shared word returns 0 in both blocks only if the CTA token erased the first
+    // block's values (and `seen` is written back in block 1 only if its row was erased).
+    IrBuilder b("shared_zero");
+    const sdk::ValueId pout = b.ptr_param("out");
+    b.k.shared.push_back({"s", 4 * 4, 4});
+    const sdk::ValueId t = b.tid();
+    const sdk::ValueId old =
+        b.atomic(sdk::AtomicOp::kAdd, b.element(b.shared_addr(0), t), {b.c32(5)}, sdk::AddressSpace::kShared);
+    const sdk::ValueId seen = b.load(b.element(b.shared_addr(0), t), sdk::AddressSpace::kShared);
+    b.store(b.element(pout, b.global_index()), b.bin(sdk::Opcode::kAdd, old, b.bin(sdk::Opcode::kMul, seen, b.c32(10))));
+    b.ret();
+    v.push_back({"shared memory starts at 0 in each block 3x4", b.k, {3, 4}, {arr("out", std::vector<std::int32_t>(12, -1))}});
+  }
   v.push_back({"atomics 1x4",
                atomics_kernel(),
                {1, 4},
@@ -390,7 +406,7 @@ std::vector<LaunchCase> cases() {
 void run_launches(DType dtype) {
   Stats st;
   for (const LaunchCase& c : cases()) {
-    replay(c.name, c.kernel, c.shape, c.args, c.shape.grid == 1, dtype, st);
+    replay(c.name, c.kernel, c.shape, c.args, dtype, st);
     if (::testing::Test::HasFailure()) return;
   }
   if (::testing::Test::HasFailure()) return;

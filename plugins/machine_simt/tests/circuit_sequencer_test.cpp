@@ -92,6 +92,7 @@ struct Rig {
       sin.mem.word[l] = mword[l] = in("t.m", "word" + std::to_string(l), 9);
       sin.mem.value[l] = mvalue[l] = in("t.m", "value" + std::to_string(l), 32);
     }
+    sin.sched.resize(4);
     for (int g = 0; g < 4; ++g) {
       const std::string o = "t.g" + std::to_string(g);
       g_valid[g] = in(o, "valid", 1);
@@ -559,6 +560,7 @@ TEST(CircuitSequencer, BadInputsAreNamed) {
     in.slot[s].emit = w("e" + std::to_string(s), 4);
     for (int l = 0; l < 4; ++l) in.slot[s].value[l] = w("v" + std::to_string(s) + std::to_string(l), 32);
   }
+  in.sched.resize(4);
   for (auto& g : in.sched) g.lanes = w("gl" + std::to_string(&g - &in.sched[0]), 4);
   auto r = circuit::build_sequencer(c, in, *rec);
   ASSERT_FALSE(r.has_value());

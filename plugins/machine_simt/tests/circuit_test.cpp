@@ -382,7 +382,9 @@ std::map<std::int64_t, Record> all_headers() {
     std::vector<std::int64_t> ids;
     if (append_tokens(r, kBase, ids).is_ok()) out.emplace(ids.front(), r);  // reserved rows are refused
   };
-  for (const Record& r : {halt_record(), run_record(), sync_record(), launch_record(0, 0), live_record(0, 0)}) add(r);
+  for (const Record& r :
+       {halt_record(), run_record(), sync_record(), launch_record(0, 0), live_record(0, 0), live_exited_record(0)})
+    add(r);
   for (std::uint32_t c = 0; c < kProtoCtas; ++c) add(cta_record(c));
   for (std::uint32_t b = 0; b < kProtoBlocks; ++b) {
     add(live_record(b, 0));
@@ -454,7 +456,7 @@ TEST(Circuit, TokenInputsRefuseWhatIsNotAProtocolToken) {
   // Text, past the rows, reserved rows (half with 4 lanes, word with 2, a run past word 511).
   expect_error(0, "base-vocabulary (text) token");
   expect_error(kBase - 1, "base-vocabulary (text) token");
-  expect_error(kBase + vocabulary_rows(), "past the machine's rows (248320 + 105276, over by 1)");
+  expect_error(kBase + vocabulary_rows(), "past the machine's rows (248320 + 105277, over by 1)");
   const std::int64_t wreg0 = kBase + first_id(RecordKind::kWreg);
   expect_error(wreg0 + ((0 * 15 + 0) * 15 + 14) * 4 + 2, "WREG w0 r1 0b1111 half, which would need 4 DATA tokens");
   expect_error(wreg0 + ((0 * 15 + 0) * 15 + 2) * 4 + 3, "WREG w0 r1 0b0011 word, which would need 4 DATA tokens");

@@ -1,8 +1,9 @@
 // Tests of the write-back analysis unit (wbanalysis.h): which lanes of which slot an EXEC
 // writes back. The circuit holds the real records stage and register file (WREG tokens
-// write the register rows), the unit's LIVE RAM (written on LIVE records' DATA tokens) and
-// the unit; everything runs token by token through the reference layer math at Qwen3.5-2B
-// layer shapes (a 4,096-wide residual for the test's own input fields) in fp32 and bf16.
+// write the register rows), the unit's LIVE and shuffle-source RAMs (written through
+// build_live_write on the DATA tokens of `LIVE B` / `LIVE exited` records) and the unit;
+// everything runs token by token through the reference layer math at Qwen3.5-2B layer
+// shapes (a 4,096-wide residual for the test's own input fields) in fp32 and bf16.
 // * Real launches: prompt + generated stream of record_launch(); at every EXEC the slot
 //   results and next blocks come from an interpreter run (LaunchObserver), never from the
 //   circuit, and the emit masks must equal the lanes of the WREG records that follow it.
@@ -35,7 +36,7 @@ using circuit::kWbSlots;
 using weights::DType;
 using weights::Word;
 
-constexpr int kTestInputBits = kWbSlots * (kOpCount + 4 + 4 * 32) + 4 * 5 + 4 + 16 + (1 + 5 + 16);
+constexpr int kTestInputBits = kWbSlots * (kOpCount + 4 + 4 * 32) + 4 * 5 + 4 + 1;
 
 // By operand format (the unit writes_d in isa.h goes by execution unit): an independent check.
 bool writes_d_by_format(Op op) {
@@ -73,6 +74,21 @@ struct Rig {
       return;
     }
     rf = *rf_;
+    // A CTA token erases the register file (PROTOCOL.md §3.3; the machine does the same
+    // with control's CTA bit): the streams write back no zeroing records.
+    auto cta = fd.records.add_header_field(c, RecordKind::kCta, "t", "cta", 1,
+                                           [](const Record&) -> sdk::Expected<std::uint64_t> { return 1; });
+    if (!cta) {
+      ADD_FAILURE() << cta.status().to_string();
+      return;
+    }
+    for (int ram : rf.rams) {
+      auto st = c.ram_clear(ram, (*cta)[0]);
+      if (!st.is_ok()) {
+        ADD_FAILURE() << st.to_string();
+        return;
+      }
+    }
     in.enable = fd.records.exec_is[0];
     in.warp = fd.records.exec_warp;
     in.lanes = fd.records.exec_lanes;
@@ -84,11 +100,13 @@ struct Rig {
     }
     for (int l = 0; l < 4; ++l) in.next_block[l] = input("t", "next" + std::to_string(l), 5);
     in.exited = input("t", "exited", 4);
-    in.shuffled = input("t", "shuffled", 16);
     in.reg_rams = rf.rams;
-    in.live_write.enable = input("t", "live_we", 1)[0];
-    in.live_write.row = input("t", "live_row", 5);
-    in.live_write.mask = input("t", "live_mask", 16);
+    auto lw = circuit::build_live_write(c, fd.records);
+    if (!lw) {
+      ADD_FAILURE() << lw.status().to_string();
+      return;
+    }
+    in.live_write = *lw;
     auto wa_ = circuit::build_wb_analysis(c, in);
     if (!wa_) {
       ADD_FAILURE() << wa_.status().to_string();
@@ -110,7 +128,7 @@ struct ExecInputs {
   std::array<unsigned, kWbSlots> d{};
   std::array<std::array<std::uint32_t, 4>, kWbSlots> value{};
   std::array<unsigned, 4> next{};
-  unsigned exited = 0, shuffled = 0;
+  unsigned exited = 0;
 };
 
 Inputs unit_inputs(const Rig& k, const ExecInputs& x) {
@@ -122,7 +140,6 @@ Inputs unit_inputs(const Rig& k, const ExecInputs& x) {
   }
   for (int l = 0; l < 4; ++l) v.emplace_back(k.in.next_block[l], x.next[l]);
   v.emplace_back(k.in.exited, x.exited);
-  v.emplace_back(k.in.shuffled, x.shuffled);
   return v;
 }
 
@@ -140,6 +157,7 @@ std::array<bool, kWbSlots> finals(const ExecInputs& x) {
 
 struct Stats {
   int tokens = 0, execs = 0, wrong = 0, off_nonzero = 0, emitted_lanes = 0, noise = 0;
+  int exited_lanes = 0;  // emitted lanes that exited in the block (live by the shuffle-source row)
   double min_margin = std::numeric_limits<double>::infinity();
 };
 
@@ -149,7 +167,7 @@ class Runner {
  public:
   Runner(const Rig& k, DType dt) : k_(k), m_(k.cc.layers, k.cc.target.shapes, dt) {}
 
-  // Feeds one record; `extra` is added to its last token (LIVE: the write port on its DATA).
+  // Feeds one record; `extra` is added to its last token (an EXEC: the unit's inputs).
   void feed(const Record& rec, const Inputs& extra, const std::array<unsigned, kWbSlots>* expect,
             const std::string& where, Stats& st) {
     auto toks = circuit::record_inputs(k_.fd.records, rec);
@@ -187,10 +205,6 @@ class Runner {
   const Rig& k_;
   weights::ReferenceModel m_;
 };
-
-Inputs live_inputs(const Rig& k, const Record& rec) {
-  return {{Word{k.in.live_write.enable}, 1}, {k.in.live_write.row, rec.block}, {k.in.live_write.mask, rec.values[0]}};
-}
 
 // ---------------------------------------------------------------------------- real launches
 
@@ -275,10 +289,18 @@ void replay(const Rig& k, Runner& run, const Launch& L, std::mt19937& rng, Stats
   const std::vector<std::uint64_t> image = prog.image(layout->param_values);
   const int rows = prog.rows_per_block();
   ASSERT_GE(rows - 1, 1);
+  // The prompt must carry the shuffle sources (computed here from the program) as `LIVE
+  // exited` exactly when some shuffle reads a register; the unit reads them from its RAM.
   const unsigned shuffled = shuffle_sources_of(prog);
+  int exited_rows = 0;
+  for (const Record& rec : lr->prompt)
+    if (rec.kind == RecordKind::kLive && rec.block == kLiveExited) {
+      ++exited_rows;
+      EXPECT_EQ(rec.values[0], shuffled) << L.name;
+    }
+  EXPECT_EQ(exited_rows, shuffled != 0 ? 1 : 0) << L.name;
   for (const Record& rec : lr->prompt) {
-    const Inputs extra = rec.kind == RecordKind::kLive ? live_inputs(k, rec) : Inputs{};
-    run.feed(rec, extra, nullptr, L.name + " prompt", st);
+    run.feed(rec, {}, nullptr, L.name + " prompt", st);
     if (::testing::Test::HasFatalFailure()) return;
   }
   std::size_t e = 0;
@@ -308,6 +330,8 @@ void replay(const Rig& k, Runner& run, const Launch& L, std::mt19937& rng, Stats
     std::array<unsigned, kWbSlots> expect{};
     for (int s = 0; s < kWbSlots; ++s)
       if (fin[s] && wreg.count(x.d[s])) expect[s] = wreg[x.d[s]];
+    for (int s = 0; s < kWbSlots; ++s)
+      for (int l = 0; l < 4; ++l) st.exited_lanes += ((expect[s] >> l) & 1) && b.exited[l];
     for (const auto& [r, lanes] : wreg) {
       bool covered = false;
       for (int s = 0; s < kWbSlots; ++s) covered |= fin[s] && x.d[s] == r;
@@ -322,7 +346,6 @@ void replay(const Rig& k, Runner& run, const Launch& L, std::mt19937& rng, Stats
       x.exited |= (exited ? 1u : 0u) << l;
       x.next[l] = in_mask && !exited ? b.pending[l] : rng() % kProtoBlocks;
     }
-    x.shuffled = shuffled;
     run.feed(g[i], unit_inputs(k, x), &expect, L.name, st);
     if (::testing::Test::HasFatalFailure()) return;
   }
@@ -357,6 +380,10 @@ TEST(CircuitWbAnalysis, RealLaunchesEmitTheStreamsWregLanes) {
        shfl_kernel(),
        {2, 12},
        {arr("in", in24), arr("sum", std::vector<std::int32_t>(6)), arr("all", std::vector<std::int32_t>(24))}},
+      {"shfl_add 2x8 (exiting lanes write back a shuffle source)",
+       shfl_add_kernel(),
+       {2, 8},
+       {arr("x", in16), arr("out", std::vector<std::int32_t>(16))}},
   };
   for (DType dt : {DType::kF32, DType::kBF16}) {
     Stats st;
@@ -368,13 +395,14 @@ TEST(CircuitWbAnalysis, RealLaunchesEmitTheStreamsWregLanes) {
     }
     run.finish(st);
     std::printf(
-        "[ wbanalysis ] %s: 8 launches, %d tokens, %d EXEC, %d emitted lanes, %d wrong, %d nonzero off EXEC, "
-        "min margin %g\n",
-        dt == DType::kF32 ? "fp32" : "bf16", st.tokens, st.execs, st.emitted_lanes, st.wrong, st.off_nonzero,
-        st.min_margin);
+        "[ wbanalysis ] %s: 9 launches, %d tokens, %d EXEC, %d emitted lanes (%d of exited lanes), %d wrong, %d "
+        "nonzero off EXEC, min margin %g\n",
+        dt == DType::kF32 ? "fp32" : "bf16", st.tokens, st.execs, st.emitted_lanes, st.exited_lanes, st.wrong,
+        st.off_nonzero, st.min_margin);
     EXPECT_EQ(st.wrong, 0);
     EXPECT_EQ(st.off_nonzero, 0);
     EXPECT_GT(st.emitted_lanes, 100);
+    EXPECT_GT(st.exited_lanes, 0);  // the shfl launch writes back shuffle sources of exiting lanes
     EXPECT_GE(st.min_margin, 128);
   }
 }
@@ -397,15 +425,16 @@ TEST(CircuitWbAnalysis, RandomBlocksMatchAPlainModel) {
     std::mt19937 rng(dt == DType::kF32 ? 5 : 6);
     Stats st;
     Runner run(k, dt);
-    // The model's state: register rows (warp, reg, lane) and LIVE rows, written only by records.
+    // The model's state: register rows (warp, reg, lane), LIVE rows and the shuffle sources
+    // (`LIVE exited`; never written at first, so 0), written only by records.
     std::array<std::array<std::array<std::uint32_t, 4>, 16>, kProtoWarps> regs{};
     std::array<unsigned, kProtoBlocks> live{};
+    unsigned shuffled = 0;
     for (int w = 0; w < kProtoWarps; ++w)
       for (int r = 1; r < 16; ++r) run.feed(wreg_record(w, r, 15, {}), {}, nullptr, "reset", st);
     for (int b = 0; b < kProtoBlocks; ++b) {
       live[b] = rng() & 0xfffe;
-      const Record rec = live_record(b, live[b]);
-      run.feed(rec, live_inputs(k, rec), nullptr, "live", st);
+      run.feed(live_record(b, live[b]), {}, nullptr, "live", st);
     }
     ASSERT_FALSE(::testing::Test::HasFatalFailure());
     const int kCases = 400;
@@ -431,20 +460,19 @@ TEST(CircuitWbAnalysis, RandomBlocksMatchAPlainModel) {
       if (rng() % 4 == 0) {
         const unsigned b = rng() % kProtoBlocks;
         live[b] = rng() & 0xfffe;
-        const Record rec = live_record(b, live[b]);
-        run.feed(rec, live_inputs(k, rec), nullptr, where, st);
+        run.feed(live_record(b, live[b]), {}, nullptr, where, st);
+      }
+      if (n > 20 && rng() % 6 == 0) {  // new shuffle sources (the first 20 cases read the unwritten row)
+        shuffled = rng() % 4 ? rng() & 0xfffe : 0;
+        run.feed(live_exited_record(shuffled), {}, nullptr, where, st);
       }
       for (int s = 0; s < kWbSlots; ++s)
         for (int l = 0; l < 4; ++l)  // half the values equal the stored row: unchanged
           x.value[s][l] = rng() % 2 ? regs[w][x.d[s]][l] : special_value(rng);
       for (int l = 0; l < 4; ++l) x.next[l] = rng() % kProtoBlocks;
       x.exited = rng() % 3 ? 0 : rng() % 16;
-      x.shuffled = rng() % 2 ? rng() & 0xffff : 0;
       if (rng() % 4 == 0) {  // a token carrying every unit input but not an EXEC (nor a LIVE write)
-        Inputs noise = unit_inputs(k, x);
-        noise.emplace_back(k.in.live_write.row, rng() % 32);
-        noise.emplace_back(k.in.live_write.mask, rng() & 0xffff);
-        run.feed(halt_record(), noise, nullptr, where + " (noise)", st);
+        run.feed(halt_record(), unit_inputs(k, x), nullptr, where + " (noise)", st);
         ++st.noise;
       }
       const unsigned mask = 1 + rng() % 15;
@@ -452,20 +480,22 @@ TEST(CircuitWbAnalysis, RandomBlocksMatchAPlainModel) {
       const auto fin = finals(x);
       for (int s = 0; s < kWbSlots; ++s)
         for (int l = 0; l < 4; ++l) {
-          const unsigned lv = (x.exited >> l) & 1 ? x.shuffled : live[x.next[l]];
+          const bool exited = (x.exited >> l) & 1;
+          const unsigned lv = exited ? shuffled : live[x.next[l]];
           if (fin[s] && ((mask >> l) & 1) && ((lv >> x.d[s]) & 1) && x.value[s][l] != regs[w][x.d[s]][l])
-            expect[s] |= 1u << l;
+            expect[s] |= 1u << l, st.exited_lanes += exited;
         }
       run.feed(exec_record(rng() % kProtoBlocks, w, mask), unit_inputs(k, x), &expect, where, st);
       ASSERT_FALSE(::testing::Test::HasFatalFailure());
     }
     run.finish(st);
     std::printf(
-        "[ wbanalysis ] random %s: %d cases, %d tokens (%d carrying unit inputs without exec.is), %d emitted lanes, "
-        "%d wrong, %d nonzero off EXEC, min margin %g\n",
-        dt == DType::kF32 ? "fp32" : "bf16", st.execs, st.tokens, st.noise, st.emitted_lanes, st.wrong, st.off_nonzero,
-        st.min_margin);
+        "[ wbanalysis ] random %s: %d cases, %d tokens (%d carrying unit inputs without exec.is), %d emitted lanes "
+        "(%d of exited lanes), %d wrong, %d nonzero off EXEC, min margin %g\n",
+        dt == DType::kF32 ? "fp32" : "bf16", st.execs, st.tokens, st.noise, st.emitted_lanes, st.exited_lanes, st.wrong,
+        st.off_nonzero, st.min_margin);
     EXPECT_EQ(st.execs, kCases);
+    EXPECT_GT(st.exited_lanes, 20);
     EXPECT_GT(st.noise, 50);
     EXPECT_EQ(st.wrong, 0);
     EXPECT_EQ(st.off_nonzero, 0);
@@ -506,7 +536,7 @@ TEST(CircuitWbAnalysis, Cost) {
       first, last, static_cast<long long>(unit_neurons), unit_reads, static_cast<long long>(k.cc.total_neurons()),
       static_cast<long long>(heads), k.cc.allocation.channels_used, k.cc.allocation.channels_used - 2 * kTestInputBits,
       kTestInputBits);
-  EXPECT_EQ(unit_reads, 20);  // 16 register rows + 4 LIVE rows
+  EXPECT_EQ(unit_reads, 21);  // 16 register rows + 4 LIVE rows + the shuffle-source row
   EXPECT_LE(last - first, 2);
   weights::Target t = k.cc.target;
   t.reuse_channels = true;

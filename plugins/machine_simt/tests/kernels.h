@@ -171,6 +171,19 @@ inline sdk::KernelIR dot_guarded_kernel() {
   return b.k;
 }
 
+// out[i] = x[i] + __shfl_sync(0xf, x[i], 2, 4): the add overwrites the shuffle's source
+// register in the block that exits, so exiting lanes write back a register only because a
+// shuffle reads it (PROTOCOL.md §3.3, the `LIVE exited` row).
+inline sdk::KernelIR shfl_add_kernel() {
+  IrBuilder b("shfl_add");
+  const sdk::ValueId px = b.ptr_param("x"), pout = b.ptr_param("out");
+  const sdk::ValueId i = b.global_index();
+  const sdk::ValueId v = b.load(b.element(px, i));
+  b.store(b.element(pout, i), b.bin(sdk::Opcode::kAdd, v, b.shfl(sdk::ShflMode::kIdx, v, b.c32(2), 4)));
+  b.ret();
+  return b.k;
+}
+
 // A launch of one of the kernels above.
 struct LaunchCase {
   std::string name;

@@ -43,10 +43,10 @@ TEST(Protocol, VocabularySize) {
                             + 8 * 15 * 15 * 4  // WREG warp x reg x lane mask x format
                             + 2 * 512 * 4 * 4  // WMEM space x word x count x format
                             + 32 * 8 * 2       // ROM (32-bit halves)
-                            + 32               // LIVE
+                            + 32 + 1           // LIVE: one row per block, then `LIVE exited`
                             + 65536;           // DATA
   EXPECT_EQ(vocabulary_rows(), want);
-  EXPECT_EQ(want, 105276);
+  EXPECT_EQ(want, 105277);
   std::cout << "[ protocol ] vocabulary: " << kBase << " base rows + " << vocabulary_rows()
             << " machine rows = " << kBase + vocabulary_rows() << "\n";
 }
@@ -82,6 +82,8 @@ std::vector<Record> edge_records() {
     for (const Record& r : rom_records(row == 0 ? 0 : 31, row == 0 ? 0 : 7, row)) v.push_back(r);
   v.push_back(live_record(0, 0));
   v.push_back(live_record(31, 0xfffe));
+  v.push_back(live_exited_record(0xfffe));
+  v.push_back(live_exited_record(1u << 5));
   return v;
 }
 
@@ -131,6 +133,16 @@ TEST(Protocol, HeadersAreDistinctAndDataFormatsAreMinimal) {
   EXPECT_EQ(token_count(wmem_record(false, 2, std::vector<std::uint32_t>{32})), 2);
   EXPECT_EQ(to_text(wreg_record(0, 2, 7, {4, 10, 18, 0})), "WREG w0 r2 0b0111 byte [4, 10, 18]");
   EXPECT_EQ(to_text(sched_record(0, 8, LaneStatus::kRunning, 3)), "SCHED w0 0b1000 running B3");
+  // LIVE: rows 0-31 are the blocks' live-in sets, row 32 the exited lanes' (after B31, before DATA).
+  std::vector<std::int64_t> t;
+  ASSERT_TRUE(append_tokens(live_record(31, 2), kBase, t));
+  ASSERT_TRUE(append_tokens(live_exited_record((1u << 3) | (1u << 15)), kBase, t));
+  ASSERT_EQ(t.size(), 4u);
+  EXPECT_EQ(t[2], t[0] + 1);
+  EXPECT_EQ(t[2], kBase + first_id(RecordKind::kData) - 1);
+  EXPECT_EQ(t[3], kBase + first_id(RecordKind::kData) + 0x8008);
+  EXPECT_EQ(to_text(live_exited_record((1u << 3) | (1u << 15))), "LIVE exited {r3, r15}");
+  EXPECT_EQ(to_text(live_record(2, 0)), "LIVE B2 {}");
 }
 
 TEST(Protocol, InvalidTokensAreNamed) {
@@ -143,7 +155,7 @@ TEST(Protocol, InvalidTokensAreNamed) {
   EXPECT_EQ(err({kBase + first_id(RecordKind::kHalt), 1234}),
             "token 1 (id 1234) is a base-vocabulary (text) token, not a machine record (records start at 248320)");
   EXPECT_EQ(err({kBase + vocabulary_rows() + 4}),
-            "token 0 (id 353600) is past the machine's rows (248320 + 105276, over by 5)");
+            "token 0 (id 353601) is past the machine's rows (248320 + 105277, over by 5)");
   EXPECT_EQ(err({data + 7}),
             "token 0 (id " + std::to_string(data + 7) + ") is a DATA token where a record header is expected");
   std::vector<std::int64_t> wreg;
@@ -171,6 +183,14 @@ TEST(Protocol, InvalidTokensAreNamed) {
   EXPECT_EQ(s.message(), "EXEC record: block 40 is outside the token layout (at most 31, over by 9)");
   s = append_tokens(exec_record(1, 0, 0), kBase, t);
   EXPECT_EQ(s.message(), "EXEC record: lane mask 0 is not a non-empty mask of 4 lanes");
+  s = append_tokens(live_record(33, 2), kBase, t);
+  EXPECT_EQ(s.message(), "LIVE record: block 33 is outside the token layout (at most 32, over by 1)");
+  s = append_tokens(live_exited_record(1), kBase, t);
+  EXPECT_EQ(s.message(), "LIVE record: mask 1 is not a set of r1-r15");
+  std::vector<std::int64_t> live;
+  ASSERT_TRUE(append_tokens(live_exited_record(2), kBase, live));
+  live[1] = data + 3;
+  EXPECT_EQ(err(live), "token 1 (id " + std::to_string(data + 3) + "): LIVE mask names r0, which is never stored");
   s = append_tokens(wreg_record(0, 0, 1, {}), kBase, t);
   EXPECT_EQ(s.message(), "WREG record: register r0 cannot be written back (r1-r15)");
   s = append_tokens(wreg_record(0, 1, 15, {1, 2, 3, 0x8000}), kBase, t);
@@ -291,12 +311,16 @@ class Replay {
         row = (row & ~(0xffffffffull << shift)) | (std::uint64_t{r.values[0]} << shift);
         return "";
       }
-      case RecordKind::kLive: return "";
+      case RecordKind::kLive: live_.at(r.block) = r.values[0]; return "";
       case RecordKind::kRun: return "";
       case RecordKind::kCta:
         if (generated && !(expected_next() == r)) return "expected " + to_text(expected_next());
         cta_ = r.cta;
         start_cta();
+        // The CTA token erases the register file and shared memory (PROTOCOL.md §3.3).
+        for (auto& warp : regs_)
+          for (auto& reg : warp) reg.fill(0u);
+        std::fill(shared_.begin(), shared_.end(), 0u);
         in_exec_ = false;
         return "";
       case RecordKind::kSync:
@@ -323,12 +347,18 @@ class Replay {
           for (int l = 0; l < 4; ++l)
             if ((r.lanes >> l) & 1) {
               if (!((exec_mask_ >> l) & 1)) return "lane " + std::to_string(l) + " did not run";
+              // Only registers live for the lane: at its next block, or (exited) the shuffle sources.
+              const Arch& a = arch_[r.warp][l];
+              const std::uint32_t row = a.run == kExited ? kLiveExited : a.pc;
+              if (!((live_.at(row) >> r.reg) & 1))
+                return "lane " + std::to_string(l) + ": r" + std::to_string(r.reg) + " is not in " +
+                       to_text(live_record(row, live_.at(row)));
               if (computed_[l][r.reg] != r.values[l])
                 return "lane " + std::to_string(l) + " computed " + std::to_string(s32(computed_[l][r.reg])) +
                        " from the stored rows";
             }
-        } else if (generated && r.format != ValueFormat::kZero) {
-          return "a thread block start only clears registers";
+        } else if (generated) {
+          return "a register write-back outside an EXEC";
         }
         for (int l = 0; l < 4; ++l)
           if ((r.lanes >> l) & 1) regs_[r.warp][r.reg][l] = r.values[l];
@@ -342,6 +372,8 @@ class Replay {
             if (it == written_.end()) return "word " + std::to_string(w) + " was not written by the block";
             if (it->second != r.values[k])
               return "word " + std::to_string(w) + " computed " + std::to_string(s32(it->second));
+          } else if (generated) {
+            return "a memory write-back outside an EXEC";
           }
           mem[w] = r.values[k];
         }
@@ -457,6 +489,7 @@ class Replay {
   int rows_;
   std::uint32_t threads_ = 0, grid_ = 0, cta_ = 0;
   std::map<std::uint32_t, std::uint64_t> rom_;
+  std::array<std::uint32_t, kProtoBlocks + 1> live_{};  // LIVE rows (row kLiveExited: exited lanes)
   std::vector<std::uint32_t> shared_ = std::vector<std::uint32_t>(kProtoWords, 0u);
   std::array<std::array<std::array<std::uint32_t, 4>, 16>, 8> regs_{};
   std::array<std::array<std::pair<LaneStatus, std::uint32_t>, 4>, 8> sched_{};
@@ -577,7 +610,8 @@ TEST(Protocol, DotProductPromptAndStream) {
   EXPECT_EQ(got, want);
   EXPECT_EQ(lr.generated_tokens, 13);
   EXPECT_LE(lr.generated_tokens, 24);  // issue 5's aim
-  // Prompt: LAUNCH+1, CTA, 20 ROM rows x 5, 4 LIVE x 2, memory 7 words (2 runs), registers, SCHED, RUN.
+  // Prompt: LAUNCH+1, CTA, 20 ROM rows x 5, 4 LIVE x 2, memory 7 words (2 runs), SCHED, RUN
+  // (no register records: the CTA token clears the register file).
   EXPECT_EQ(lr.prompt.front(), launch_record(4, 1));
   EXPECT_EQ(lr.prompt[1], cta_record(0));
   EXPECT_EQ(lr.prompt.back(), run_record());
@@ -595,7 +629,7 @@ TEST(Protocol, DotProductPromptAndStream) {
   for (const Record& r : lr.prompt)
     if (r.kind == RecordKind::kWmem) mem.push_back(to_text(r));
   EXPECT_EQ(mem, (std::vector<std::string>{"WMEM global[0..3] byte [1, 2, 3, 4]", "WMEM global[4..6] byte [5, 6, 0]"}));
-  EXPECT_EQ(lr.prompt_tokens, 141);
+  EXPECT_EQ(lr.prompt_tokens, 139);
 }
 
 TEST(Protocol, StreamsOfOtherKernelsReplayExactly) {
@@ -661,6 +695,16 @@ TEST(Protocol, StreamsOfOtherKernelsReplayExactly) {
                      {in, sum}});
   }
   {
+    std::vector<std::int32_t> x(8), out(8);
+    for (int k = 0; k < 8; ++k) x[k] = 300 * k - 1000;
+    for (int k = 0; k < 8; ++k) out[k] = x[k] + x[(k & ~3) | 2];
+    cases.push_back({"shfl_add (exiting lanes write back a shuffle source)",
+                     shfl_add_kernel(),
+                     {1, 8},
+                     {arr("x", x), arr("out", std::vector<std::int32_t>(8, 0))},
+                     {x, out}});
+  }
+  {
     std::vector<std::int32_t> a(10), b(10), c(10, -7);
     for (int k = 0; k < 10; ++k) a[k] = k * k, b[k] = 50000 * k;
     std::vector<std::int32_t> want = c;
@@ -685,6 +729,68 @@ TEST(Protocol, StreamsOfOtherKernelsReplayExactly) {
     const LaunchRecords lr = check_case(c);
     ASSERT_FALSE(lr.generated.empty()) << c.name;
     EXPECT_EQ(lr.generated.back(), halt_record());
+  }
+}
+
+// The shuffle sources travel as `LIVE exited` right after the blocks' LIVE rows: the mask
+// here is derived from the ROM rows the prompt itself carries (decoded with isa.h), and by
+// hand from the listing; without shuffles there is no such row.
+TEST(Protocol, ShuffleSourcesTravelAsLiveExited) {
+  auto p = lower_kernel(shuffle_kernel(), {1, 12}, {});
+  ASSERT_TRUE(p) << p.status().to_string();
+  std::cout << (*p)->dump();
+  std::vector<std::int32_t> in(12);
+  auto pr = encode_prompt(**p, {arr("in", in), arr("sum", {0, 0, 0})});
+  ASSERT_TRUE(pr) << pr.status().to_string();
+  std::map<std::uint32_t, std::uint64_t> rows;  // block * 8 + slot
+  std::uint32_t from_rom = 0;
+  std::vector<Record> live;
+  for (const Record& r : *pr) {
+    if (r.kind == RecordKind::kRom) rows[r.block * 8 + r.slot] |= std::uint64_t{r.values[0]} << (32 * r.half);
+    if (r.kind == RecordKind::kLive) live.push_back(r);
+  }
+  for (const auto& [key, row] : rows) {
+    Instr in_;
+    ASSERT_TRUE(decode(row, in_));
+    const std::string_view name = op_info(in_.op).mnemonic;
+    if (name.rfind("shfl", 0) == 0 && in_.ak == Kind::kReg) from_rom |= 1u << in_.a;
+  }
+  ASSERT_EQ(live.size(), (*p)->blocks.size() + 1);
+  for (std::size_t b = 0; b + 1 < live.size(); ++b) EXPECT_EQ(live[b].block, b);
+  const Record& ex = live.back();
+  EXPECT_EQ(ex.block, kLiveExited);
+  EXPECT_EQ(ex.values[0], from_rom & 0xfffe);
+  EXPECT_EQ(to_text(ex), "LIVE exited {r2}");  // by hand: both shfl.down read r2 (B1)
+  // Every block's live-in set holds the shuffle sources too (another lane may read them).
+  for (std::size_t b = 0; b + 1 < live.size(); ++b) EXPECT_EQ(live[b].values[0] & ex.values[0], ex.values[0]) << b;
+  // Its two tokens sit between the last LIVE B row and the memory records.
+  const auto at = std::find(pr->begin(), pr->end(), ex) - pr->begin();
+  EXPECT_EQ((*pr)[at + 1].kind, RecordKind::kWmem);
+  // No shuffle, no row (an unwritten row reads as the empty set).
+  auto dot = lower_kernel(dot_kernel(), {1, 4}, {});
+  ASSERT_TRUE(dot);
+  auto dp = encode_prompt(**dot, {arr("a", {1}), arr("b", {1}), arr("out", {0}), scalar("n", 1)});
+  ASSERT_TRUE(dp);
+  for (const Record& r : *dp) EXPECT_FALSE(r.kind == RecordKind::kLive && r.block == kLiveExited);
+  // The replay checks write-backs of exiting lanes against the row: without it they fail.
+  auto sp = lower_kernel(shfl_add_kernel(), {1, 4}, {});
+  ASSERT_TRUE(sp);
+  auto lr = record_launch(**sp, {arr("x", {1, 2, 3, 4}), arr("out", {0, 0, 0, 0})}, {});
+  ASSERT_TRUE(lr);
+  const auto it = std::find_if(lr->prompt.begin(), lr->prompt.end(),
+                               [](const Record& r) { return r.kind == RecordKind::kLive && r.block == kLiveExited; });
+  ASSERT_NE(it, lr->prompt.end());
+  for (bool drop : {false, true}) {
+    std::vector<Record> prompt = lr->prompt;
+    if (drop) prompt.erase(prompt.begin() + (it - lr->prompt.begin()));
+    Replay replay((*sp)->rows_per_block());
+    replay.begin();
+    ASSERT_EQ(replay.feed(prompt, false), "");
+    const std::string e = replay.feed(lr->generated, true);
+    if (drop)
+      EXPECT_NE(e.find("is not in LIVE exited {}"), std::string::npos) << e;
+    else
+      EXPECT_EQ(e, "");
   }
 }
 

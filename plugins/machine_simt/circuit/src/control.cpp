@@ -65,14 +65,8 @@ std::vector<Bit> pattern(const Word& w, unsigned v) {
   for (std::size_t i = 0; i < w.size(); ++i) m.push_back(((v >> i) & 1) ? w[i] : !w[i]);
   return m;
 }
-// A constant word (the constant-one field's rails).
-Word constant(const Circuit& c, unsigned v, int width) {
-  Word w;
-  for (int i = 0; i < width; ++i) w.push_back(((v >> i) & 1) ? c.one() : c.zero());
-  return w;
-}
 Word padded(const Circuit& c, const Word& w, int width) {
-  return concat(w, constant(c, 0, width - static_cast<int>(w.size())));
+  return concat(w, weights::constant_word(c, 0, width - static_cast<int>(w.size())));
 }
 // Σ coef·2^k·w_k appended to t.
 void add_value(std::vector<Term>& t, const Word& w, double coef) {
@@ -198,7 +192,7 @@ sdk::Status Builder::state() {
   if (!lw) return lw.status();
   k_.launch = *lw;
   const Bit on = k_.on[0];
-  const Word row0 = constant(c_, 0, 1);  // the address of a one-row latch
+  const Word row0 = weights::constant_word(c_, 0, 1);  // the address of a one-row latch
   for (int l = 0; l < kL; ++l) {
     auto ram = c_.add_ram("sched", "lane" + std::to_string(l), kW, kRowBits);
     if (!ram) return ram.status();
@@ -228,7 +222,7 @@ sdk::Status Builder::state() {
   for (int v = 0; v < kW; ++v)
     for (int l = 0; l < kL; ++l) {
       auto r = c_.ram_read(k_.sched_rams[l], "row.w" + std::to_string(v) + ".l" + std::to_string(l),
-                           constant(c_, static_cast<unsigned>(v), kWarpBits), on);
+                           weights::constant_word(c_, static_cast<unsigned>(v), kWarpBits), on);
       if (!r) return r.status();
       rows_[v][l] = row_of(*r);
     }

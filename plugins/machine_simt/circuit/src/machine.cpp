@@ -36,7 +36,7 @@ sdk::Status take(sdk::Expected<T> r, T& out) {
 
 class Builder {
  public:
-  Builder(Circuit& c, const MachineOptions& o) : c_(c), o_(o) {}
+  explicit Builder(Circuit& c) : c_(c) {}
   sdk::Status build();
   Machine& machine() { return m_; }
 
@@ -49,7 +49,6 @@ class Builder {
   sdk::Status outputs();
 
   Circuit& c_;
-  MachineOptions o_;
   Machine m_;
   Bit en_;
   std::vector<Memory> mem_;  // per slot
@@ -59,8 +58,6 @@ class Builder {
 sdk::Status Builder::build() {
   QGPU_RETURN_IF_ERROR(take(build_fetch_decode(c_, kMachineSlots + 1), m_.fd));
   en_ = m_.fd.exec_is[0];
-  QGPU_RETURN_IF_ERROR(take(build_register_file(c_, m_.fd, {}), m_.regs));
-  QGPU_RETURN_IF_ERROR(take(build_memory_rams(c_, o_.memory, m_.fd.records), m_.memory));
   ControlIn ci;
   ci.enable = en_;
   ci.warp = m_.fd.exec_warp;
@@ -71,6 +68,14 @@ sdk::Status Builder::build() {
   auto stage = begin_control(c_, ci, m_.fd.records);
   if (!stage) return stage.status();
   m_.control = stage->control();
+  // The register file and the shared memory (the second set of banks in the protocol
+  // layout) are erased by every CTA token, before their first read port.
+  QGPU_RETURN_IF_ERROR(take(build_register_file(c_, m_.fd, {}), m_.regs));
+  QGPU_RETURN_IF_ERROR(take(build_memory_rams(c_, MemoryLayout::kProtocol, m_.fd.records), m_.memory));
+  const Bit cta = m_.control.cta_is[0];
+  for (int ram : m_.regs.rams) QGPU_RETURN_IF_ERROR(c_.ram_clear(ram, cta));
+  for (std::size_t k = m_.memory.rams.size() / 2; k < m_.memory.rams.size(); ++k)
+    QGPU_RETURN_IF_ERROR(c_.ram_clear(m_.memory.rams[k], cta));
   for (int s = 0; s < kMachineSlots; ++s) QGPU_RETURN_IF_ERROR(slot(s));
   QGPU_RETURN_IF_ERROR(terminator());
   QGPU_RETURN_IF_ERROR(take(finish_control(*stage, m_.cond), m_.control));
@@ -217,9 +222,8 @@ sdk::Status Builder::terminator() {
 
 // Write-back analysis and the sequencer's inputs.
 sdk::Status Builder::outputs() {
-  // Registers a shuffle reads stay live in exited lanes (PROTOCOL.md §3.3). Not yet
-  // fed by the prompt: an input field, 0 unless a token sets it.
-  QGPU_RETURN_IF_ERROR(take(c_.input("machine", "shuffled", 16), m_.shuffled));
+  // The LIVE records write the live-in sets and the shuffle sources (`LIVE exited`,
+  // what stays live in exited lanes: PROTOCOL.md §3.3); the analysis owns their RAMs.
   LiveWrite lw;
   QGPU_RETURN_IF_ERROR(take(build_live_write(c_, m_.fd.records), lw));
   WbAnalysisIn wi;
@@ -232,7 +236,6 @@ sdk::Status Builder::outputs() {
   }
   wi.next_block = m_.next_block;
   wi.exited = m_.exited;
-  wi.shuffled = m_.shuffled;
   wi.reg_rams = m_.regs.rams;
   wi.live_write = lw;
   // Each slot's register-row reads wait for the slot's value.
@@ -247,7 +250,7 @@ sdk::Status Builder::outputs() {
 
   // Memory writes: at most one slot of a block writes memory (ISA.md §6), so the
   // per-slot words and values add exclusively.
-  const int wbits = memory_words(o_.memory) == 512 ? 9 : 8;
+  const int wbits = 9;  // MemoryLayout::kProtocol: 512 words per space
   c_.push_enable(en_);
   sdk::Status st = [&]() -> sdk::Status {
     MemWriteIn& mw = m_.mem_writes;
@@ -318,16 +321,34 @@ sdk::Status Builder::outputs() {
       }
     }
     QGPU_RETURN_IF_ERROR(gop.commit("groups.pack"));
-    for (int g = 0; g < 2; ++g) {
+    for (int g = 0; g < kExecGroups; ++g) {
       const Word& w = g == 0 ? pa : pb;
-      m_.groups[g] = SchedGroup{w[0], slice(w, 1, 4), slice(w, 5, 2), slice(w, 7, kBlockBits)};
+      m_.groups.push_back(SchedGroup{w[0], slice(w, 1, 4), slice(w, 5, 2), slice(w, 7, kBlockBits), {}});
     }
     return sdk::Status::ok();
   }();
   c_.pop_enable();
   QGPU_RETURN_IF_ERROR(st);
-  for (int g = 2; g < kProtoLanes; ++g)
-    m_.groups[g] = SchedGroup{c_.zero(), Word(4, c_.zero()), Word(2, c_.zero()), Word(kBlockBits, c_.zero())};
+  // A CTA token's groups: SCHED w <lanes> running B0 for warps 1-7 (control's cta_sched;
+  // the existing warps come first, so the valid groups are contiguous).
+  {
+    Word valid;
+    QGPU_RETURN_IF_ERROR(take(c_.computed("groups", "cta_valid", kProtoWarps - 1), valid));
+    c_.push_enable(m_.control.cta_is[0]);
+    MlpBuilder op(c_);
+    for (int v = 1; v < kProtoWarps; ++v) {
+      std::vector<Term> any;
+      for (int l = 0; l < kProtoLanes; ++l) any.push_back(Term{m_.control.cta_sched[v * kProtoLanes + l], 1});
+      QGPU_RETURN_IF_ERROR(op.step(any, 1, {Term{valid[v - 1], 1}}));
+    }
+    sdk::Status vs = op.commit("groups.cta");
+    c_.pop_enable();
+    QGPU_RETURN_IF_ERROR(vs);
+    for (int v = 1; v < kProtoWarps; ++v)
+      m_.groups.push_back(SchedGroup{valid[v - 1], slice(m_.control.cta_sched, v * kProtoLanes, kProtoLanes),
+                                     Word(2, c_.zero()),  // LaneStatus::kRunning
+                                     Word(kBlockBits, c_.zero()), weights::constant_word(c_, static_cast<unsigned>(v), 3)});
+  }
   const ControlRecord& r = m_.control.next;
   m_.next.exec = r.kind[static_cast<int>(NextKind::kExec)];
   m_.next.sync = r.kind[static_cast<int>(NextKind::kSync)];
@@ -343,7 +364,7 @@ sdk::Status Builder::outputs() {
   qi.mem = m_.mem_writes;
   qi.sched = m_.groups;
   qi.control = m_.next;
-  qi.exec = m_.control.gen[0];
+  qi.exec = m_.control.on[0];
   return take(build_sequencer(c_, qi, m_.fd.records), m_.sequencer);
 }
 
@@ -357,8 +378,8 @@ weights::Target machine_target() {
   return t;
 }
 
-sdk::Expected<Machine> build_machine(Circuit& c, const MachineOptions& options) {
-  Builder b(c, options);
+sdk::Expected<Machine> build_machine(Circuit& c) {
+  Builder b(c);
   QGPU_RETURN_IF_ERROR(b.build());
   return std::move(b.machine());
 }

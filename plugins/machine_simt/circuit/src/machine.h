@@ -49,10 +49,6 @@ inline constexpr int kMachineSlots = 4;  // instruction slots per block (the ter
 // channels yet; every other shape is the base's.
 inline constexpr std::int64_t kMachineHidden = 16384;
 
-struct MachineOptions {
-  MemoryLayout memory = MemoryLayout::kCompact;
-};
-
 // One instruction slot after it ran.
 struct MachineSlot {
   weights::Word opcode;                          // kOpCount bits, one-hot (decode)
@@ -63,26 +59,33 @@ struct MachineSlot {
 struct Machine {
   FetchDecode fd;     // record inputs (fd.records), ROM, decode
   RegisterFile regs;  // the register RAMs (lane l: rows warp·16 + register)
-  MemoryRams memory;  // the memory banks
+  MemoryRams memory;  // the memory banks (MemoryLayout::kProtocol: shared memory in RAMs of its own)
   Control control;    // scheduler RAMs, latches, next record
   std::array<MachineSlot, kMachineSlots> slot;
   weights::Word cond;                                 // 4 bits: the terminator's per-lane condition
   std::array<weights::Word, kProtoLanes> next_block;  // 5 bits per lane
   weights::Word exited;                               // 4 bits: the terminator is exit (every lane)
-  weights::Word shuffled;                             // 16 bits: registers a shuffle reads (input; see machine.cpp)
   WbAnalysis wb;
   // The write-back sequencer's inputs.
   std::array<SlotWrite, kWbSlots> writes;
   MemWriteIn mem_writes;
-  std::array<SchedGroup, kProtoLanes> groups;  // groups 0-1 from control, 2-3 never valid
+  // Groups 0-1: an EXEC's, from control (its warp); 2-8: a CTA token's "running B0" for
+  // warps 1-7 (control's cta_sched). Valid groups are contiguous.
+  std::vector<SchedGroup> groups;
   ControlNext next;
   // The write-back sequencer (sequencer.h): the next token to generate, after every
-  // EXEC, SYNC and RUN token and every token of an EXEC's write-back records.
+  // EXEC, SYNC, RUN and CTA token and every token of their write-back records.
   SequencerOut sequencer;
 };
 
-// Adds the machine's EXEC pass to `c` (an empty circuit).
-sdk::Expected<Machine> build_machine(weights::Circuit& c, const MachineOptions& options = {});
+// Scheduler groups of the machine's write-back sequences: an EXEC's (kExecGroups) then a CTA's.
+inline constexpr int kExecGroups = 2;
+inline constexpr int kMachineGroups = kExecGroups + kProtoWarps - 1;
+
+// Adds the machine's EXEC pass to `c` (an empty circuit). A CTA token erases the
+// register file and the shared memory (Circuit::ram_clear): ISA.md's "registers and
+// shared memory start at 0" for every thread block, with no write-back records.
+sdk::Expected<Machine> build_machine(weights::Circuit& c);
 
 // The compile target of the machine: Qwen3.5-2B's layer shapes at kMachineHidden,
 // dead fields' channels reused.

@@ -470,10 +470,16 @@ sdk::Expected<LaunchWrite> build_launch_write(Circuit& c, Records& rec) {
 }
 
 sdk::Expected<LiveWrite> build_live_write(Circuit& c, Records& rec) {
-  auto en = lag1_flag(c, rec, RecordKind::kLive, "live");
-  if (!en) return en.status();
-  rec.bind(RecordKind::kLive, rec.row, [](const Record& r) -> sdk::Expected<std::uint64_t> { return r.block; });
-  return LiveWrite{*en, slice(rec.window[0], 0, kBlockBits), rec.data_value};
+  // live.is: bit 0 on `LIVE B` headers, bit 1 on `LIVE exited`; both read back by one head.
+  auto is = rec.add_header_field(
+      c, RecordKind::kLive, "live", "is", 2,
+      [](const Record& r) -> sdk::Expected<std::uint64_t> { return r.block == kLiveExited ? 2 : 1; });
+  if (!is) return is.status();
+  auto lag1 = c.previous("live.lag1", *is, 1, std::nullopt);
+  if (!lag1) return lag1.status();
+  rec.bind(RecordKind::kLive, rec.row,
+           [](const Record& r) -> sdk::Expected<std::uint64_t> { return r.block == kLiveExited ? 0 : r.block; });
+  return LiveWrite{(*lag1)[0], (*lag1)[1], slice(rec.window[0], 0, kBlockBits), rec.data_value};
 }
 
 sdk::Expected<Record> record_of_token(std::int64_t id, std::int64_t base) {

@@ -15,7 +15,7 @@
 // computes the register write (row, lane enables, one value word per lane).
 // The RAM replicas that these writes feed therefore sit in layer 1 or later.
 // The memory, control and write-back units add the WMEM bank writes (3 more
-// heads + MLP), the LAUNCH latch and the LIVE row writes (one 1-bit head each)
+// heads + MLP), the LAUNCH latch and the LIVE row writes (one head each)
 // with build_wmem_write / build_launch_write / build_live_write, and their
 // header-only fields (SCHED, CTA, SYNC, RUN) with add_header_field / bind.
 #pragma once
@@ -84,10 +84,12 @@ struct LaunchWrite {
 };
 
 // The live-in row write of a LIVE record's DATA token (header at lag 1): views, no neurons.
+// `enable` and `exited` are exclusive: one of them is 1 on a LIVE record's DATA token.
 struct LiveWrite {
-  weights::Bit enable;  // the header at lag 1 is LIVE B
-  weights::Word row;    // 5 bits: B
-  weights::Word mask;   // 16 bits: bit r = register r live at B's entry
+  weights::Bit enable;  // the header at lag 1 is LIVE B (a block's row)
+  weights::Bit exited;  // the header at lag 1 is LIVE exited (the shuffle sources)
+  weights::Word row;    // 5 bits: B (0 for LIVE exited)
+  weights::Word mask;   // 16 bits: bit r = register r live at B's entry (in an exited lane)
 };
 
 struct Records {
@@ -135,8 +137,8 @@ sdk::Expected<WmemWrite> build_wmem_write(weights::Circuit& c, Records& records)
 // LAUNCH records: a 1-bit header field read at lag 1 (one head); the latch data
 // are views of the DATA payload. One per circuit.
 sdk::Expected<LaunchWrite> build_launch_write(weights::Circuit& c, Records& records);
-// LIVE records: a 1-bit header field read at lag 1 (one head); the block is the
-// shared rec.row at lag 1, the mask the DATA payload. One per circuit.
+// LIVE records: a 2-bit header field (LIVE B, LIVE exited) read at lag 1 (one head); the
+// block is the shared rec.row at lag 1, the mask the DATA payload. One per circuit.
 sdk::Expected<LiveWrite> build_live_write(weights::Circuit& c, Records& records);
 
 // The header a machine token id denotes (kind and header fields; payload fields

@@ -1,5 +1,7 @@
 #include "sequencer.h"
 
+#include <algorithm>
+#include <iterator>
 #include <optional>
 #include <string>
 
@@ -34,10 +36,14 @@ class Pending {
   Pending(Circuit& c, Bit exec) : c_(c), exec_(exec) {}
   void add(Word* w) { parts_.push_back(w); }
   void add(Bit* b) { bits_.push_back(b); }
+  // Constant bits (Circuit::one / zero) are not stored: they stay what they are.
   sdk::Status store(const std::string& name, std::optional<Bit> read_enable, SequencerOut& out) {
+    auto stored = [](Bit b) { return b.field != 0; };
     Word data;
-    for (Word* w : parts_) data.insert(data.end(), w->begin(), w->end());
-    for (Bit* b : bits_) data.push_back(*b);
+    for (Word* w : parts_) std::copy_if(w->begin(), w->end(), std::back_inserter(data), stored);
+    for (Bit* b : bits_)
+      if (stored(*b)) data.push_back(*b);
+    if (data.empty()) return sdk::invalid_argument("pending RAM " + name + ": every bit is constant");
     auto ram = c_.add_ram(kOwner, name, 1, static_cast<int>(data.size()));
     if (!ram) return ram.status();
     const Word row0{c_.zero()};
@@ -46,13 +52,12 @@ class Pending {
     if (!r) return r.status();
     out.pending.push_back(*ram);
     out.pending_bits += static_cast<int>(data.size());
-    int pos = 0;
-    for (Word* w : parts_) {
-      const int n = static_cast<int>(w->size());
-      *w = slice(*r, pos, n);
-      pos += n;
-    }
-    for (Bit* b : bits_) *b = (*r)[static_cast<std::size_t>(pos++)];
+    std::size_t pos = 0;
+    for (Word* w : parts_)
+      for (Bit& b : *w)
+        if (stored(b)) b = (*r)[pos++];
+    for (Bit* b : bits_)
+      if (stored(*b)) *b = (*r)[pos++];
     parts_.clear();
     bits_.clear();
     return sdk::Status::ok();
@@ -105,7 +110,9 @@ sdk::Expected<SequencerOut> build_sequencer(Circuit& c, const SequencerIn& in, R
   rec.bind(RecordKind::kWmem, *hdr, [](const Record& r) -> sdk::Expected<std::uint64_t> {
     return r.word | r.count << 9 | static_cast<std::uint32_t>(r.format) << 12;
   });
-  rec.bind(RecordKind::kSched, *hdr, [](const Record& r) -> sdk::Expected<std::uint64_t> { return r.lanes; });
+  rec.bind(RecordKind::kSched, *hdr, [](const Record& r) -> sdk::Expected<std::uint64_t> {
+    return r.lanes | r.warp << 4;
+  });
 
   // --- Layer 0's window: per lag p = 1..3, (WREG header, WMEM header, DATA, header fields); one head each.
   Word src{(*kind)[0], (*kind)[1], rec.data_is[0]};
@@ -228,7 +235,7 @@ sdk::Expected<SequencerOut> build_sequencer(Circuit& c, const SequencerIn& in, R
   for (int l = 0; l < kProtoLanes; ++l) lanes[l] = slice(*window, 32 * l, 32);
 
   // --- Scheduler groups, control record, the EXEC's warp.
-  std::array<SchedGroup, kProtoLanes> sched = in.sched;
+  std::vector<SchedGroup> sched = in.sched;
   ControlNext ctl = in.control;
   Word warp = rec.exec_warp;
   for (SchedGroup& g : sched) {
@@ -236,6 +243,7 @@ sdk::Expected<SequencerOut> build_sequencer(Circuit& c, const SequencerIn& in, R
     pend.add(&g.lanes);
     pend.add(&g.status);
     pend.add(&g.block);
+    if (!g.warp.empty()) pend.add(&g.warp);
   }
   for (Bit* b : {&ctl.exec, &ctl.sync, &ctl.cta, &ctl.halt}) pend.add(b);
   for (Word* w : {&ctl.block, &ctl.warp, &ctl.lanes, &ctl.cta_index, &warp}) pend.add(w);
@@ -296,6 +304,7 @@ sdk::Expected<SequencerOut> build_sequencer(Circuit& c, const SequencerIn& in, R
   sin.wmem_count = slice(*cur_hdr, 9, 3);
   sin.wmem_format = slice(*cur_hdr, 12, 2);
   sin.sched_lanes = slice(*cur_hdr, 0, 4);
+  sin.sched_warp = slice(*cur_hdr, 4, 3);
   sin.warp = warp;
   auto next = build_successor(c, wp, mp, sched, ctl, sin, &lanes);
   if (!next) return next.status();

@@ -20,7 +20,8 @@
 //               read ports sharing one 128-bit window field, z-gated by a
 //               one-hot select (the slot writing the current WREG register, or
 //               a WMEM token), so only one value set is ever in the residual;
-//   pend.ctl    scheduler groups, control record, the EXEC's warp (74 bits, 3 heads);
+//   pend.ctl    scheduler groups, control record, the EXEC's warp (constant bits of the
+//               groups, e.g. a CTA group's warp, status and block, are not stored);
 //   pend.wreg   the WREG plan: records per slot, follow / first / last (175 bits, 6 heads);
 //   pend.wmem   the WMEM plan: records and words (78 bits, 3 heads).
 //
@@ -57,12 +58,13 @@ namespace qgpu::simt::circuit {
 struct SequencerIn {
   std::array<SlotWrite, kWbSlots> slot;       // emitting slots have distinct destinations
   MemWriteIn mem;                             // `enable` is ignored (the EXEC token's is used)
-  std::array<SchedGroup, kProtoLanes> sched;  // in stream order; unused groups have valid = 0
+  std::vector<SchedGroup> sched;              // in stream order; the valid ones contiguous (writeback.h)
   ControlNext control;
   // The tokens that store these inputs as the plan (and read it as "the EXEC"): by
-  // default records.exec_is. The machine passes control's `gen` (EXEC, SYNC, RUN): on a
-  // SYNC or RUN token every write-back input is 0, so the plan is empty and the next
-  // token is the control record.
+  // default records.exec_is. The machine passes control's `on` (EXEC, SYNC, RUN, CTA): on
+  // a SYNC or RUN token every write-back input is 0, so the plan is empty and the next
+  // token is the control record; on a CTA token only the new thread block's SCHED
+  // groups are valid.
   std::optional<weights::Bit> exec;
 };
 

@@ -38,7 +38,6 @@ sdk::Status check_inputs(const Circuit& c, const WbAnalysisIn& in) {
   QGPU_RETURN_IF_ERROR(check_width(in.warp, kWarpBits, "warp"));
   QGPU_RETURN_IF_ERROR(check_width(in.lanes, kProtoLanes, "lanes"));
   QGPU_RETURN_IF_ERROR(check_width(in.exited, kProtoLanes, "exited"));
-  QGPU_RETURN_IF_ERROR(check_width(in.shuffled, kLiveBits, "shuffled"));
   QGPU_RETURN_IF_ERROR(check_width(in.live_write.row, kBlockBits, "live_write.row"));
   QGPU_RETURN_IF_ERROR(check_width(in.live_write.mask, kLiveBits, "live_write.mask"));
   for (int l = 0; l < kProtoLanes; ++l) {
@@ -67,6 +66,12 @@ sdk::Expected<WbAnalysis> build(Circuit& c, const WbAnalysisIn& in) {
   if (!ram) return ram.status();
   out.live_ram = *ram;
   QGPU_RETURN_IF_ERROR(c.ram_write(*ram, in.live_write.row, in.live_write.mask, in.live_write.enable));
+  // The shuffle sources (the `LIVE exited` row): one row, read at a constant address.
+  const Word row0{c.zero()};
+  auto shf_ram = c.add_ram(kOwner, "shuffled", 1, kLiveBits);
+  if (!shf_ram) return shf_ram.status();
+  out.shuffled_ram = *shf_ram;
+  QGPU_RETURN_IF_ERROR(c.ram_write(*shf_ram, row0, in.live_write.mask, in.live_write.exited));
 
   // conflict[s][t] (s < t) = writes_t ∧ d_t == d_s: with D = Σ 2^j (d_s,j − d_t,j) ∈ [−15, 15]
   // and S = D + 16·writes_t, [S ≥ 16] − [S ≥ 17] (0 whenever writes_t = 0, as then S ≤ 15).
@@ -134,13 +139,16 @@ sdk::Expected<WbAnalysis> build(Circuit& c, const WbAnalysisIn& in) {
     QGPU_RETURN_IF_ERROR(mb.commit("wba." + sn + ".same"));
   }
 
-  // Each lane's live set at its next block.
+  // Each lane's live set at its next block, and the exited lanes' (with the last slot's
+  // late enable: the read lands next to the last register-row reads, not at layer 0).
   std::array<Word, kProtoLanes> live;
   for (int l = 0; l < kProtoLanes; ++l) {
     auto r = c.ram_read(*ram, "lane" + std::to_string(l), in.next_block[l], in.enable);
     if (!r) return r.status();
     live[l] = *r;
   }
+  auto shuffled = c.ram_read(*shf_ram, "exec", row0, in.read_enable[kWbSlots - 1].value_or(in.enable));
+  if (!shuffled) return shuffled.status();
 
   // emit_s,l = Σ_r Σ_src [S ≥ 61], S = 8·(d_s matches r: 4 terms) + 8·final_s + 8·mask_l
   // + 8·(¬exited_l, live_l[r]  |  exited_l, shuffled[r]) − Σ_g same_g: all eight terms and a
@@ -158,7 +166,7 @@ sdk::Expected<WbAnalysis> build(Circuit& c, const WbAnalysisIn& in) {
           t.push_back(Term{(*fin)[s], 8});
           t.push_back(Term{in.lanes[l], 8});
           t.push_back(Term{src ? in.exited[l] : !in.exited[l], 8});
-          t.push_back(Term{src ? in.shuffled[r] : live[l][r], 8});
+          t.push_back(Term{src ? (*shuffled)[r] : live[l][r], 8});
           for (const Bit& b : same[s][l]) t.push_back(Term{b, -1});
           QGPU_RETURN_IF_ERROR(mb.step(t, 61, {Term{(*emit)[l], 1}}));
         }

@@ -10,9 +10,11 @@
 // lane that exited in this block, bit d_s of the shuffle-source mask (a
 // shuffle may read an exited lane's register; protocol.cpp's recorder).
 //
-// State: the LIVE RAM (32 rows = block, 16 bits), owned by this unit and
-// written by the LIVE records' write port (records.h LiveWrite); the register
-// rows are read from the register file's lane RAMs (register_file.h).
+// State, owned by this unit and written by the LIVE records' write port
+// (records.h LiveWrite): the LIVE RAM (32 rows = block, 16 bits; `LIVE B`) and
+// the shuffle-source RAM (1 row, 16 bits; `LIVE exited`, never written when no
+// shuffle reads a register: then it reads 0). The register rows are read from
+// the register file's lane RAMs (register_file.h).
 //
 // Schedule (each op at the earliest layer its inputs allow):
 //   MLP   conflict: per slot pair s < t, writes_t ∧ d_t == d_s      (from decode)
@@ -20,6 +22,7 @@
 //   GDN   16 read ports: lane l's register row (warp, d_s), per slot
 //   MLP   per (slot, lane, byte) e = [value byte == row byte]       (with the reads)
 //   GDN   4 read ports: the LIVE row of each lane's next block
+//   GDN   1 read port: the shuffle-source row (enabled by the last slot's read_enable)
 //   MLP   emit: one threshold per (slot, lane, register, live source)
 // so the unit adds 2 layers after the slots' values and 1 layer after the
 // lanes' next blocks. Every neuron and read is gated by `enable`.
@@ -52,17 +55,17 @@ struct WbAnalysisIn {
   // (then its next block is ignored).
   std::array<weights::Word, kProtoLanes> next_block;        // 5 bits per lane
   weights::Word exited;                                     // 4 bits: bit l = lane l exited
-  weights::Word shuffled;                                   // 16 bits: registers some shuffle reads (bit 0 ignored)
   std::array<int, kProtoLanes> reg_rams{{-1, -1, -1, -1}};  // RegisterFile::rams: rows warp·16 + register
-  LiveWrite live_write;                                     // the LIVE RAM's write port (a LIVE record's DATA token)
+  LiveWrite live_write;  // the LIVE and shuffle-source RAMs' write port (a LIVE record's DATA token)
   // Per slot, optional: the enable of its 4 register-row reads instead of `enable` (equal to
   // it on every token, but final later), so that the reads land next to the slot's value
-  // instead of right after decode.
+  // instead of right after decode. The last slot's also enables the shuffle-source read.
   std::array<std::optional<weights::Bit>, kWbSlots> read_enable;
 };
 
 struct WbAnalysis {
   int live_ram = -1;
+  int shuffled_ram = -1;
   std::array<weights::Bit, kWbSlots> is_final{};  // the slot's write is the block's last of its register
   // Per slot: dest = d (a view), emit (computed, 0 on every other token), value = the inputs.
   std::array<SlotWrite, kWbSlots> slot;

@@ -527,8 +527,18 @@ sdk::Expected<WmemPlan> build_wmem_plan(Circuit& c, const MemWriteIn& in) {
 }
 
 sdk::Expected<NextToken> build_successor(Circuit& c, const WregPlan& wreg, const WmemPlan& wmem,
-                                         const std::array<SchedGroup, kProtoLanes>& sched, const ControlNext& control,
+                                         std::span<const SchedGroup> sched, const ControlNext& control,
                                          const SuccessorIn& in, const std::array<Word, kProtoLanes>* window) {
+  const int groups = static_cast<int>(sched.size());
+  if (groups == 0) return sdk::invalid_argument("successor: no scheduler groups");
+  bool named_warps = false;
+  for (const SchedGroup& g : sched) {
+    if (g.lanes.size() != 4 || g.status.size() != 2 || g.block.size() != 5 || (!g.warp.empty() && g.warp.size() != 3))
+      return sdk::invalid_argument("successor: a scheduler group is lanes 4, status 2, block 5 (warp 3) bits");
+    named_warps |= !g.warp.empty();
+  }
+  if (named_warps && in.sched_warp.size() != 3)
+    return sdk::invalid_argument("successor: groups name their warps but the SCHED header's warp is not given");
   if (window)
     for (const Word& w : *window)
       if (w.size() != 32) return sdk::invalid_argument("successor: window values are 32 bits");
@@ -551,7 +561,7 @@ sdk::Expected<NextToken> build_successor(Circuit& c, const WregPlan& wreg, const
   if (!wlast) return wlast.status();
   auto msel = c.computed(kOwner, "cur.wmem.record", 2 * kWmRecords + 2);  // (hi ==, lo ==) per record, then last
   if (!msel) return msel.status();
-  auto gsel = c.computed(kOwner, "cur.sched.group", kProtoLanes);
+  auto gsel = c.computed(kOwner, "cur.sched.group", groups);
   if (!gsel) return gsel.status();
   {
     MlpBuilder mb(c);
@@ -573,8 +583,12 @@ sdk::Expected<NextToken> build_successor(Circuit& c, const WregPlan& wreg, const
       QGPU_RETURN_IF_ERROR(diff_is(mb, slice(w, 4, 5), slice(in.wmem_word, 4, 5), 0, (*msel)[2 * r]));
       QGPU_RETURN_IF_ERROR(diff_is(mb, slice(w, 0, 4), slice(in.wmem_word, 0, 4), 0, (*msel)[2 * r + 1]));
     }
-    for (int g = 0; g < kProtoLanes; ++g)
-      QGPU_RETURN_IF_ERROR(equal_into(mb, sched[g].lanes, in.sched_lanes, (*gsel)[g]));
+    // A SCHED header is group g's when its lanes (and the warp, where g names one) are g's.
+    for (int g = 0; g < groups; ++g)
+      QGPU_RETURN_IF_ERROR(sched[g].warp.empty()
+                               ? equal_into(mb, sched[g].lanes, in.sched_lanes, (*gsel)[g])
+                               : equal_into(mb, concat(sched[g].lanes, sched[g].warp),
+                                            concat(in.sched_lanes, in.sched_warp), (*gsel)[g]));
     QGPU_RETURN_IF_ERROR(mb.commit(std::string(kOwner) + ".cur"));
   }
   Word wdata_in = in.wreg_lanes;
@@ -645,7 +659,7 @@ sdk::Expected<NextToken> build_successor(Circuit& c, const WregPlan& wreg, const
   };
   auto sched_header = [&](const std::vector<Bit>& m, int g) {
     mb.select(m, kOne, out(t.sched));
-    copy(m, in.warp, t.warp);
+    copy(m, sched[g].warp.empty() ? in.warp : sched[g].warp, t.warp);
     copy(m, sched[g].lanes, t.sched_lanes);
     copy(m, sched[g].status, t.sched_status);
     copy(m, sched[g].block, t.sched_block);
@@ -662,10 +676,14 @@ sdk::Expected<NextToken> build_successor(Circuit& c, const WregPlan& wreg, const
     copy(mc, control.cta_index, t.cta_index);
     mb.select(m + std::vector<Bit>{control.halt}, kOne, out(t.halt));
   };
-  // What follows the memory records (or their absence): scheduler groups, then the control record.
-  auto after_wmem = [&](const std::vector<Bit>& m) {
-    sched_header(m + std::vector<Bit>{sched[0].valid}, 0);
-    control_record(m + std::vector<Bit>{!sched[0].valid});
+  // What follows the memory records (or their absence): the first valid scheduler group,
+  // else the control record.
+  auto after_wmem = [&](std::vector<Bit> m) {
+    for (int g = 0; g < groups; ++g) {
+      sched_header(m + std::vector<Bit>{sched[g].valid}, g);
+      m.push_back(!sched[g].valid);
+    }
+    control_record(m);
   };
   auto after_wreg = [&](const std::vector<Bit>& m) {
     wmem_header(m + std::vector<Bit>{wmem.rec_valid[0]}, 0);
@@ -705,10 +723,10 @@ sdk::Expected<NextToken> build_successor(Circuit& c, const WregPlan& wreg, const
     if (r + 1 < kWmRecords) wmem_header(at + std::vector<Bit>{!mmore, wmem.rec_valid[r + 1]}, r + 1);
   }
   after_wmem({in.is_wmem, !mmore, wmem.rec_valid[0], (*msel)[2 * kWmRecords], (*msel)[2 * kWmRecords + 1]});
-  // SCHED: the next group, or the control record.
-  for (int g = 0; g < kProtoLanes; ++g) {
+  // SCHED: the next group (valid groups are contiguous), or the control record.
+  for (int g = 0; g < groups; ++g) {
     const std::vector<Bit> at{in.is_sched, sched[g].valid, (*gsel)[g]};
-    if (g + 1 < kProtoLanes) {
+    if (g + 1 < groups) {
       sched_header(at + std::vector<Bit>{sched[g + 1].valid}, g + 1);
       control_record(at + std::vector<Bit>{!sched[g + 1].valid});
     } else {

@@ -17,6 +17,7 @@
 
 #include <array>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "protocol.h"
@@ -96,11 +97,14 @@ struct WmemPlan {
 sdk::Expected<WmemPlan> build_wmem_plan(weights::Circuit& c, const MemWriteIn& in);
 
 // Scheduler groups and the control record from the control unit.
+// One SCHED record a write-back sequence may emit. The valid groups of a sequence are
+// contiguous (the first valid one is emitted first, then the next while valid).
 struct SchedGroup {
   weights::Bit valid;
   weights::Word lanes;   // 4 bits
   weights::Word status;  // 2 bits (LaneStatus)
   weights::Word block;   // 5 bits
+  weights::Word warp;    // 3 bits, or empty: the EXEC's warp (SuccessorIn::warp)
 };
 struct ControlNext {
   weights::Bit exec, sync, cta, halt;  // one-hot: the record after the write-backs
@@ -120,6 +124,7 @@ struct SuccessorIn {
   weights::Word wreg_reg, wreg_lanes, wreg_format;   // 4, 4, 2 bits
   weights::Word wmem_word, wmem_count, wmem_format;  // 9, 3, 2 bits
   weights::Word sched_lanes;                         // 4 bits
+  weights::Word sched_warp;                          // 3 bits: the SCHED header's warp (read where a group names its warp)
   weights::Word warp;                                // 3 bits: the EXEC's warp (WREG and SCHED headers carry it)
 };
 
@@ -142,7 +147,7 @@ struct NextToken {
 // values in ascending word order (WmemPlan::pos_value); wreg.slot[s].value and
 // wmem.pos_value are then not read. Without it they are taken from the plans.
 sdk::Expected<NextToken> build_successor(weights::Circuit& c, const WregPlan& wreg, const WmemPlan& wmem,
-                                         const std::array<SchedGroup, kProtoLanes>& sched, const ControlNext& control,
+                                         std::span<const SchedGroup> sched, const ControlNext& control,
                                          const SuccessorIn& in,
                                          const std::array<weights::Word, kProtoLanes>* window = nullptr);
 

@@ -201,4 +201,11 @@ class Circuit {
   std::vector<Word> one_hot_;  // groups declared one-hot (declare_one_hot)
 };
 
+// The constant word v, bit 0 first: rails of the constant-one field (no channels, no ops).
+inline Word constant_word(const Circuit& c, std::uint64_t v, int width) {
+  Word w;
+  for (int i = 0; i < width; ++i) w.push_back(((v >> i) & 1) ? c.one() : c.zero());
+  return w;
+}
+
 }  // namespace qgpu::weights
