@@ -11,34 +11,24 @@
 //    space·64 + (w >> 2)): 16 read heads, one layer shorter. The machine's
 //    default sizes (126 global + 32 shared words) fit it.
 //
-// The EXEC-token unit. Per lane l and role (value: the earlier active lanes on
-// l's word and l itself; loaded: only the earlier ones) the set S of lanes
-// applied to M[x] in lane order is known only as a pattern of same-word bits
-// e_jl, so every result is a sum of pattern-gated terms over the 2^l patterns:
-//  * add, and, or, xor: an operand z = agg_S (Σ b_j, or the AND/OR/XOR of the
-//    b_j, by the opcode; the identity for S = ∅), then r + z (2 MLPs) or r op z
-//    (folded into the add's first layer);
-//  * st/exch, min/max(u), cas: a one-hot over the candidate words r, b_0..3,
-//    c_0..3 (st/exch: the last lane's b; min/max: the best candidate by
-//    precomputed comparisons; cas: one AND per success/failure path, from
-//    r == b_j and c_i == b_j), then one selector per candidate bit;
-//  * inc: z = |S| through the adder while no lane wraps (r_j + t ≥ b_j for the
-//    lane at position t), else a constant 1..3 (after a wrap the word is small
-//    and the later lanes' wraps are b_j ≤ u);
-//  * dec: z = −|S| through the adder while no lane reloads (r_j == t or
-//    ¬(b_j + t ≥ r_j)), else the candidate b_k − d of the last reload (3
-//    exclusive branches per lane: 0, above b_j, decrement).
-// Schedule (kCompact; kProtocol reads in GDN 2 and 3 and is one layer longer):
+// The EXEC-token unit applies the lanes in lane order as a chain: lane j's
+// operation f_j(x) = f(x, b_j, c_j) on x = B_j, the word as the earlier lanes
+// left it (B_j = `loaded`: A_k of the latest earlier active lane k on the same
+// word, else M[x] as read), in two MLPs per lane whose fields are shared by
+// every opcode (layer 1: an adder's group sums, or x op b, x ± 1, and the
+// group generate/propagate bits of x + b or of a comparison; layer 2: A_j and,
+// in the same MLP, B_{j+1}). Only one lane's intermediates are live at a time.
+// Schedule (both layouts; kProtocol's lanes 2-3 read in GDN 3, in time):
 //  MLP 0-1  x = a + imm (bits 2.. are the word; the bank bits are final after
-//           MLP 0, so the read enables follow in MLP 1); opcode classes; b-only
-//           work: pair sums/logic, b–b and c–b comparisons
-//  GDN 2    4 lanes × 4 banks read ports z-gated by (lane active ∧ reading
-//           opcode ∧ bank = x[3:2]), each lane's ports writing one shared field
-//           (ram_read_shared under the one-hot enables): `ld_value`, final here
-//  MLP 2    e_jl
-//  MLP 3-4  triple/quad aggregates, `writes`, r_j vs b_j (==, beats), z, r + z layer 1
-//  MLP 5    the candidate one-hots
-//  MLP 6    `loaded`, `value`
+//           MLP 0, so the read enables follow in MLP 1); opcode classes
+//  GDN 2    4 lanes × 4 banks (× 2 spaces) read ports z-gated by (lane active ∧
+//           reading opcode ∧ bank = x[3:2]), each lane's ports writing one shared
+//           field (ram_read_shared under the one-hot enables): `ld_value`
+//  MLP 2    lane 0 layer 1 (and loaded_0); same-word bits e_jl (low word bits
+//           compared in MLP 1)
+//  MLP 3..8 lane 0 layer 2 (loaded_1) and `writes`, lane 1 layers 1-2
+//           (loaded_2), lane 2 layers 1-2 (loaded_3), lane 3 layer 1
+//  MLP 9    lane 3 layer 2: every lane's `value`
 // Every neuron is gated by `enable`; the RAMs change only on WMEM tokens.
 #pragma once
 
@@ -75,7 +65,7 @@ struct MemoryIn {
 
 struct MemoryLane {
   weights::Word word;      // word address (x >> 2, wrapped to the space: 9 or 8 bits)
-  weights::Word ld_value;  // M[x] for ld and atomics of an active lane, else 0: after GDN 2 (kProtocol: 3)
+  weights::Word ld_value;  // M[x] for ld and atomics of an active lane, else 0: after GDN 2 (kProtocol lanes 2-3: 3)
   weights::Word loaded;    // ld: M[x]; atomics: the old value in lane order; else 0
   weights::Bit writes;     // the last active lane in lane order that writes its word
   weights::Word value;     // where `writes`: the word's final value; else 0
