@@ -22,11 +22,6 @@ using weights::Word;
 
 constexpr int kBlockBits = 5;
 
-Word padded(const Circuit& c, Word w, int width) {
-  while (static_cast<int>(w.size()) < width) w.push_back(c.zero());
-  return w;
-}
-
 template <typename T>
 sdk::Status take(sdk::Expected<T> r, T& out) {
   if (!r) return r.status();
@@ -249,41 +244,44 @@ sdk::Status Builder::outputs() {
   m_.writes = m_.wb.slot;
 
   // Memory writes: at most one slot of a block writes memory (ISA.md §6), so the
-  // per-slot words and values add exclusively.
+  // per-slot words and values add exclusively. Folded slot by slot (acc_s = acc_{s-1} +
+  // slot s), so that each slot's memory outputs die right after the slot instead of
+  // waiting for the last one.
   const int wbits = 9;  // MemoryLayout::kProtocol: 512 words per space
   c_.push_enable(en_);
   sdk::Status st = [&]() -> sdk::Status {
     MemWriteIn& mw = m_.mem_writes;
     mw.enable = en_;
-    Word shared_w;
-    QGPU_RETURN_IF_ERROR(take(c_.computed("memw", "shared", 1), shared_w));
-    mw.shared = shared_w[0];
-    MlpBuilder op(c_);
-    for (int l = 0; l < kProtoLanes; ++l) {
-      const std::string ln = "lane" + std::to_string(l);
-      Word w, wr, val;
-      QGPU_RETURN_IF_ERROR(take(c_.computed("memw", ln + ".writes", 1), wr));
-      QGPU_RETURN_IF_ERROR(take(c_.computed("memw", ln + ".word", wbits), w));
-      QGPU_RETURN_IF_ERROR(take(c_.computed("memw", ln + ".value", 32), val));
-      const weights::Affine one{{}, 1};
-      for (int s = 0; s < kMachineSlots; ++s) {
-        const MemoryLane& ml = mem_[static_cast<std::size_t>(s)].lane[l];
-        op.select({ml.writes}, one, {Term{wr[0], 1}});
-        for (int i = 0; i < wbits; ++i) op.select({ml.writes, ml.word[i]}, one, {Term{w[i], 1}});
-        for (int i = 0; i < 32; ++i) op.select({ml.value[i]}, one, {Term{val[i], 1}});
-      }
-      mw.writes[l] = wr[0];
-      mw.word[l] = padded(c_, w, 9);
-      mw.value[l] = val;
-    }
-    // The space: the writing slot's flag (any lane writes).
+    const weights::Affine one{{}, 1};
+    Word acc;  // per lane: writes, word (wbits), value (32); then shared
+    const int lane_bits = 1 + wbits + 32;
     for (int s = 0; s < kMachineSlots; ++s) {
+      Word next;
+      QGPU_RETURN_IF_ERROR(take(c_.computed("memw", "s" + std::to_string(s), kProtoLanes * lane_bits + 1), next));
+      MlpBuilder op(c_);
+      for (std::size_t i = 0; i < acc.size(); ++i) op.select({acc[i]}, one, {Term{next[i], 1}});
+      for (int l = 0; l < kProtoLanes; ++l) {
+        const MemoryLane& ml = mem_[static_cast<std::size_t>(s)].lane[l];
+        const int o = l * lane_bits;
+        op.select({ml.writes}, one, {Term{next[o], 1}});
+        for (int i = 0; i < wbits; ++i) op.select({ml.writes, ml.word[i]}, one, {Term{next[o + 1 + i], 1}});
+        for (int i = 0; i < 32; ++i) op.select({ml.value[i]}, one, {Term{next[o + 1 + wbits + i], 1}});
+      }
+      // The space: the writing slot's flag (any lane writes).
       std::vector<Term> any;
       for (int l = 0; l < kProtoLanes; ++l) any.push_back(Term{mem_[static_cast<std::size_t>(s)].lane[l].writes, 1});
       any.push_back(Term{m_.fd.slot[static_cast<std::size_t>(s)].flags[0], kProtoLanes});
-      QGPU_RETURN_IF_ERROR(op.step(any, kProtoLanes + 1, {Term{shared_w[0], 1}}));
+      QGPU_RETURN_IF_ERROR(op.step(any, kProtoLanes + 1, {Term{next.back(), 1}}));
+      QGPU_RETURN_IF_ERROR(op.commit("memw.s" + std::to_string(s)));
+      acc = next;
     }
-    QGPU_RETURN_IF_ERROR(op.commit("memw"));
+    for (int l = 0; l < kProtoLanes; ++l) {
+      const int o = l * lane_bits;
+      mw.writes[l] = acc[static_cast<std::size_t>(o)];
+      mw.word[l] = slice(acc, o + 1, wbits);
+      mw.value[l] = slice(acc, o + 1 + wbits, 32);
+    }
+    mw.shared = acc.back();
 
     // Scheduler groups, packed (control may leave its first group empty and fill the
     // second; the sequencer takes valid groups first) and in the protocol's status
@@ -304,7 +302,6 @@ sdk::Status Builder::outputs() {
       return f;
     };
     const auto f0 = fields(g0), f1 = fields(g1);
-    const weights::Affine one{{}, 1};
     MlpBuilder gop(c_);
     for (int b = 0; b < 12; ++b) {
       for (std::vector<Bit> p : f0[static_cast<std::size_t>(b)]) {  // first = g0 where g0 is valid
@@ -365,6 +362,7 @@ sdk::Status Builder::outputs() {
   qi.sched = m_.groups;
   qi.control = m_.next;
   qi.exec = m_.control.on[0];
+  qi.final = m_.wb.is_final;
   return take(build_sequencer(c_, qi, m_.fd.records), m_.sequencer);
 }
 

@@ -139,10 +139,12 @@ sdk::Expected<SequencerOut> build_sequencer(Circuit& c, const SequencerIn& in, R
 
   // --- Pending slot destinations (read on every token: the window select needs them in MLP 0).
   Pending pend(c, exec);
+  // `emit` here is what tells the slot of a WREG register among slots of the same
+  // destination: emit_s (4 bits), or the slot's final bit where the caller gives it.
   std::array<Word, kWbSlots> dest, emit;
   for (int s = 0; s < kWbSlots; ++s) {
     dest[s] = in.slot[s].dest;
-    emit[s] = in.slot[s].emit;
+    emit[s] = in.final ? Word{(*in.final)[s]} : in.slot[s].emit;
     pend.add(&dest[s]);
   }
   for (int s = 0; s < kWbSlots; ++s) pend.add(&emit[s]);
@@ -173,8 +175,8 @@ sdk::Expected<SequencerOut> build_sequencer(Circuit& c, const SequencerIn& in, R
         if (p > 0)
           for (int j = 0; j < kHdrBits; ++j) mb.select(m, bit_of(hdr_at(p)[j]), {Term{(*cur_hdr)[j], 1}});
       }
-    // Slot s holds the current WREG register: dest_s == reg and emit_s != 0, i.e. for
-    // x = dest_s - reg and E = |emit_s|: [8x + E >= 1] - [x >= 1], each step also
+    // Slot s holds the current WREG register: dest_s == reg and emit_s != 0 (or final_s),
+    // i.e. for x = dest_s - reg and E = |emit_s|: [8x + E >= 1] - [x >= 1], each step also
     // requiring every bit G of at(p) (128·ΣG and 16·ΣG against |G|: one missing bit
     // outweighs the largest 8x + E = 124, resp. x = 15).
     for (int s = 0; s < kWbSlots; ++s)
@@ -183,10 +185,10 @@ sdk::Expected<SequencerOut> build_sequencer(Circuit& c, const SequencerIn& in, R
         const double n = static_cast<double>(g.size());
         const Word reg = slice(hdr_at(p), 0, 4);
         std::vector<Term> a, b;
+        for (Bit e : emit[s]) a.push_back(Term{e, 1});
         for (int j = 0; j < 4; ++j) {
           a.push_back(Term{dest[s][j], 8.0 * (1 << j)});
           a.push_back(Term{reg[j], -8.0 * (1 << j)});
-          a.push_back(Term{emit[s][j], 1});
           b.push_back(Term{dest[s][j], 1.0 * (1 << j)});
           b.push_back(Term{reg[j], -1.0 * (1 << j)});
         }

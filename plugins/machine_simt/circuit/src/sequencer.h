@@ -13,7 +13,7 @@
 // the pending reads.
 //
 // Pending RAMs (1 row each; 32 bits per value head):
-//   pend.dest   dest + emit of the 4 slots (32 bits, 1 head): read first, it
+//   pend.dest   dest + emit (or final) of the 4 slots (≤ 32 bits, 1 head): read first, it
 //               selects the slot whose values a WREG token needs;
 //   pend.s0..3  each slot's 4 lane values (128 bits, 4 heads each) and
 //   pend.mem    the memory values in ascending word order (128 bits, 4 heads):
@@ -66,6 +66,11 @@ struct SequencerIn {
   // token is the control record; on a CTA token only the new thread block's SCHED
   // groups are valid.
   std::optional<weights::Bit> exec;
+  // Optional: per slot, its write is the block's last of its register (wbanalysis's
+  // is_final). Given, it replaces emit_s != 0 in telling which slot a WREG token's values
+  // come from; known right after decode, it lets the value ports (and the slot values
+  // they store) sit next to each slot instead of after the write-back analysis.
+  std::optional<std::array<weights::Bit, kWbSlots>> final;
 };
 
 // The current token's identity as the sequencer derived it (also what build_successor read).
