@@ -60,6 +60,7 @@ struct Build {
   bool reuse = false;          // Target::reuse_channels (eagerly)
   bool mark = false;           // mark what the test reads back as outputs (needed with reuse)
   std::int64_t hidden = 4096;  // residual width of the compile
+  bool defer_last = false;     // not chain: slot s-1's value left to the caller (OperandsIn::defer_last)
 };
 
 // fetch/decode + register file + the operand select (and in a chain the ALUs).
@@ -77,6 +78,7 @@ struct Machine {
   bool check_operands = true;  // false when reuse may have given the operands' channels away
   int test_bits = 0;           // the test's own input bits
   int base_channels = 0;
+  bool defer_last = false;
   bool ok = false;
 
   explicit Machine(const Build& b) {
@@ -113,8 +115,9 @@ struct Machine {
     ntid = input("ntid", 32);
     ctaid = input("ctaid", 32);
     nctaid = input("nctaid", 32);
+    defer_last = b.defer_last && !b.chain && b.slot > 0;
     if (!b.chain)
-      for (int j = 0; j < b.slot; ++j)
+      for (int j = 0; j < b.slot - (defer_last ? 1 : 0); ++j)
         for (int l = 0; l < kProtoLanes; ++l)
           result[j][l] = input("r" + std::to_string(j) + ".lane" + std::to_string(l), 32);
     const int first = b.chain ? 0 : b.slot, last = b.chain ? 3 : b.slot;
@@ -125,6 +128,10 @@ struct Machine {
       in.nctaid = nctaid;
       for (int j = 0; j < s; ++j)
         in.earlier.push_back(circuit::earlier_slot(fd.slot[j], b.chain ? alu[j].d : result[j]));
+      if (defer_last) {
+        in.defer_last = true;
+        in.earlier.back().value = {};
+      }
       if (b.after == Build::After::kSelect && s > 0) in.after = ops[s - 1].a[0][0];
       if (b.after == Build::After::kAluFlags && s > 0) {
         // alu.h exposes only d: the flags field is found by its name (owner alu.s<S>, lane0.flags).
@@ -321,6 +328,7 @@ std::uint32_t random_value(std::mt19937_64& rng) {
 
 struct Stats {
   int tokens = 0, execs = 0, checked = 0, wrong = 0, inexact = 0, leaked = 0, bypassed = 0;
+  int deferred = 0;  // defer_last: operands the last earlier slot bypasses (expected 0)
   double mlp_min = std::numeric_limits<double>::infinity(), gdn_min = std::numeric_limits<double>::infinity();
 };
 
@@ -478,18 +486,33 @@ class Runner {
                   const std::array<std::array<std::uint32_t, 16>, kProtoLanes>& reg,
                   const std::array<std::array<int, 16>, kProtoLanes>& from) {
     const circuit::OperandsOut& out = k_.ops.at(s);
+    const std::string at = "slot " + std::to_string(s) + " ";
     for (int l = 0; l < kProtoLanes; ++l) {
       int oi = 0;
       for (Operand o : {Operand::kA, Operand::kB, Operand::kC}) {
-        const std::uint32_t want = operand(in, o, e.warp, l, reg[l]);
+        std::uint32_t want = operand(in, o, e.warp, l, reg[l]);
         seen_[s][l][oi++] = want;
         const Word& w = o == Operand::kA ? out.a[l] : o == Operand::kB ? out.b[l] : out.c[l];
         if (w.empty()) continue;
         const int num = o == Operand::kA ? in.a : o == Operand::kB ? in.b : in.c;
         const Kind kind = o == Operand::kA ? in.ak : o == Operand::kB ? in.bk : Kind::kReg;
-        if (kind == Kind::kReg && num != 0 && from[l][num] != 0) ++stats.bypassed;
+        const bool reg_kind = kind == Kind::kReg && num != 0;
+        if (reg_kind && from[l][num] != 0) ++stats.bypassed;
+        if (k_.defer_last) {
+          // Slot s-1's value is the caller's: the operand is 0 in the lanes it bypasses, and
+          // take_last says whether it bypasses the operand (its d, opcode and the field only).
+          const std::uint64_t prev = rom_[e.block * kSlots + static_cast<std::uint32_t>(s - 1)];
+          const bool take = reg_kind && writes_d(prev) && static_cast<int>((prev >> kPosD) & 0xf) == num;
+          if (reg_kind && from[l][num] == s) {
+            want = 0;
+            ++stats.deferred;
+          }
+          if (l == 0)
+            expect(y, at + "take_last " + circuit::operand_name(o), Word{out.take_last[static_cast<std::size_t>(o)]},
+                   take ? 1 : 0);
+        }
         if (!k_.check_operands) continue;
-        expect(y, "slot " + std::to_string(s) + " lane " + std::to_string(l) + " " + circuit::operand_name(o), w, want);
+        expect(y, at + "lane " + std::to_string(l) + " " + circuit::operand_name(o), w, want);
       }
     }
   }
@@ -547,6 +570,29 @@ TEST(CircuitOperands, EachSlotMatchesTheBlockModel) {
       expect_clean(st, dt);
       if (s > 0) {
         EXPECT_GT(st.bypassed, 50);
+      }
+    }
+  }
+}
+
+// defer_last (the machine's terminator): slots 1-3 with the last earlier slot's value left to
+// the caller. Every operand it bypasses must be exactly 0 and take_last must say so; every other
+// operand (register file, earlier slots, immediates, specials) is as without defer_last.
+TEST(CircuitOperands, DeferLastLeavesTheLastSlotToTheCaller) {
+  for (int s = 1; s < 4; s += 2) {
+    Build b;
+    b.slot = s;
+    b.defer_last = true;
+    const Machine k(b);
+    ASSERT_TRUE(k.ok) << k.error;
+    report(k, "slot " + std::to_string(s) + " operands a, b, c with defer_last (hidden 4096, no reuse)");
+    for (DType dt : {DType::kF32, DType::kBF16}) {
+      const Stats st = run_machine(k, dt, 300 + s, false, 3);
+      expect_clean(st, dt);
+      EXPECT_GT(st.deferred, 20) << weights::dtype_name(dt);
+      std::printf("[ %s ] %d operands left to the caller\n", std::string(weights::dtype_name(dt)).c_str(), st.deferred);
+      if (s > 1) {
+        EXPECT_GT(st.bypassed, st.deferred + 20);  // bypass from the slots before the last one too
       }
     }
   }
@@ -635,6 +681,12 @@ TEST(CircuitOperands, NamesTheInputOfTheWrongWidth) {
   r = circuit::build_operands(c, in);
   ASSERT_FALSE(r.has_value());
   EXPECT_NE(r.status().message().find("lane 2 has no register RAM"), std::string::npos) << r.status().message();
+  in.rams = rf->rams;
+  in.defer_last = true;  // with no earlier slot to defer
+  r = circuit::build_operands(c, in);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_NE(r.status().message().find("ops.s1: defer_last needs at least one earlier slot"), std::string::npos)
+      << r.status().message();
 }
 
 }  // namespace

@@ -48,6 +48,7 @@ class Builder {
   Bit en_;
   std::vector<Memory> mem_;  // per slot
   Bit last_mul_;             // the previous slot's last multiplier bit
+  Bit reads_after_;          // the bit the last slot's operand reads wait for (the terminator's too)
 };
 
 sdk::Status Builder::build() {
@@ -103,9 +104,14 @@ sdk::Status Builder::slot(int s) {
     const MachineSlot& e = m_.slot[static_cast<std::size_t>(j)];
     oi.earlier.push_back(EarlierSlot{e.opcode, e.d, e.value});
   }
-  // The reads wait for the previous slot's deepest unit (its multiplier's last
-  // lane), so that each slot's 384 read bits live for one layer only.
-  if (s > 0) oi.after = last_mul_;
+  // The reads wait for the previous slot's deepest unit (its memory unit's last lane,
+  // final one MLP before the slot's value; its multiplier ends earlier), so that each
+  // slot's 384 read bits live for one layer only instead of waiting through the memory
+  // unit's chain.
+  if (s > 0) {
+    oi.after = mem_.back().lane[kProtoLanes - 1].loaded[31];
+    reads_after_ = *oi.after;
+  }
   OperandsOut ops;
   QGPU_RETURN_IF_ERROR(take(build_operands(c_, oi), ops));
 
@@ -177,17 +183,36 @@ sdk::Status Builder::terminator() {
   oi.nctaid = m_.control.nctaid;
   oi.want_b = oi.want_c = false;
   for (const MachineSlot& e : m_.slot) oi.earlier.push_back(EarlierSlot{e.opcode, e.d, e.value});
-  oi.after = last_mul_;
+  // The operand is read and selected from slots 0-2 next to slot 3's operands, and only
+  // [a != 0] (4 bits) waits for slot 3: the earlier slots' values (3 × 128 bits) die at
+  // slot 3's select instead of living through slot 3. Slot 3's bypass joins the condition.
+  const MachineSlot& last = m_.slot[kMachineSlots - 1];
+  oi.earlier.back().value = {};
+  oi.defer_last = true;
+  oi.after = reads_after_;
   OperandsOut ops;
   QGPU_RETURN_IF_ERROR(take(build_operands(c_, oi), ops));
   c_.push_enable(en_);
   sdk::Status st = [&]() -> sdk::Status {
-    QGPU_RETURN_IF_ERROR(take(c_.computed("term", "cond", kProtoLanes), m_.cond));
-    MlpBuilder cop(c_);
+    Word early;  // [a != 0] without slot 3's bypass; exactly 0 where slot 3 bypasses the lane
+    QGPU_RETURN_IF_ERROR(take(c_.computed("term", "cond_early", kProtoLanes), early));
+    MlpBuilder eop(c_);
     for (int l = 0; l < kProtoLanes; ++l) {
       std::vector<Term> any;
       for (const Bit& b : ops.a[l]) any.push_back(Term{b, 1});
-      QGPU_RETURN_IF_ERROR(cop.step(any, 1, {Term{m_.cond[l], 1}}));
+      QGPU_RETURN_IF_ERROR(eop.step(any, 1, {Term{early[l], 1}}));
+    }
+    QGPU_RETURN_IF_ERROR(eop.commit("term.cond_early"));
+    // cond = early ∨ [take_last ∧ active ∧ slot 3's value != 0]: the two are exclusive, and
+    // the second is one step on Σ value + 64·take_last + 64·active (≤ 31 above its threshold).
+    QGPU_RETURN_IF_ERROR(take(c_.computed("term", "cond", kProtoLanes), m_.cond));
+    const Bit take_last = ops.take_last[0];
+    MlpBuilder cop(c_);
+    for (int l = 0; l < kProtoLanes; ++l) {
+      cop.select({early[l]}, weights::Affine{{}, 1}, {Term{m_.cond[l], 1}});
+      std::vector<Term> any{Term{take_last, 64}, Term{m_.fd.exec_lanes[l], 64}};
+      for (const Bit& b : last.value[l]) any.push_back(Term{b, 1});
+      QGPU_RETURN_IF_ERROR(cop.step(any, 129, {Term{m_.cond[l], 1}}));
     }
     QGPU_RETURN_IF_ERROR(cop.commit("term.cond"));
     const Bit br = t.opcode[static_cast<int>(Op::kBr)], brc = t.opcode[static_cast<int>(Op::kBrc)],
@@ -344,7 +369,8 @@ sdk::Status Builder::outputs() {
     for (int v = 1; v < kProtoWarps; ++v)
       m_.groups.push_back(SchedGroup{valid[v - 1], slice(m_.control.cta_sched, v * kProtoLanes, kProtoLanes),
                                      Word(2, c_.zero()),  // LaneStatus::kRunning
-                                     Word(kBlockBits, c_.zero()), weights::constant_word(c_, static_cast<unsigned>(v), 3)});
+                                     Word(kBlockBits, c_.zero()),
+                                     weights::constant_word(c_, static_cast<unsigned>(v), 3)});
   }
   const ControlRecord& r = m_.control.next;
   m_.next.exec = r.kind[static_cast<int>(NextKind::kExec)];

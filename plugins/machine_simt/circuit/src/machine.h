@@ -13,8 +13,10 @@
 //                            operands (each gives exactly 0 for an opcode that is not
 //                            its own); the shuffle's last MLP adds the others' results
 //                            into the slot's value
-//   terminator               operand a of slot 4 (bypass from every slot),
-//                            cond = [a != 0] per lane, each lane's next block
+//   terminator               operand a of slot 4: read and bypassed from slots 0-2
+//                            next to slot 3's operands, [a != 0] per lane at once;
+//                            slot 3's bypass joins cond after slot 3 (so slots 0-2's
+//                            values die at slot 3's select); each lane's next block
 //   control, second part     SCHED groups and the next control record
 //   write-back analysis      final ∧ live ∧ changed per slot and lane (wbanalysis.h)
 //   sequencer                the write-back plans, stored in pending RAMs; on every
@@ -44,7 +46,7 @@ namespace qgpu::simt::circuit {
 
 inline constexpr int kMachineSlots = 4;  // instruction slots per block (the terminator is slot 4)
 
-// The residual width the assembled machine compiles to today: its live peak is ~4,800
+// The residual width the assembled machine compiles to today: its live peak is ~2,900
 // dual-rail bits (docs/MACHINE_CIRCUIT.md §8), so it does not fit Qwen3.5-2B's 2,048
 // channels yet; every other shape is the base's.
 inline constexpr std::int64_t kMachineHidden = 16384;

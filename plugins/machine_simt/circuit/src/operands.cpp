@@ -57,9 +57,12 @@ sdk::Status check_inputs(const OperandsIn& in) {
     const std::string p = "earlier slot " + std::to_string(j) + " ";
     QGPU_RETURN_IF_ERROR(check_width(o, p + "opcode", e.opcode, kOpCount));
     QGPU_RETURN_IF_ERROR(check_width(o, p + "d", e.d, kRegBits));
+    if (in.defer_last && j + 1 == in.earlier.size()) continue;  // its value is the caller's
     for (int l = 0; l < kProtoLanes; ++l)
       QGPU_RETURN_IF_ERROR(check_width(o, p + "lane " + std::to_string(l) + " value", e.value[l], 32));
   }
+  if (in.defer_last && in.earlier.empty())
+    return sdk::invalid_argument("operands " + o + ": defer_last needs at least one earlier slot");
   for (int l = 0; l < kProtoLanes; ++l)
     if (in.rams[l] < 0)
       return sdk::invalid_argument("operands " + o + ": lane " + std::to_string(l) +
@@ -158,7 +161,8 @@ sdk::Status build_take_keep(Circuit& c, const OperandsIn& in, OperandPlan& p) {
 
 // The register read of lane l and the in-place select (one MLP).
 sdk::Expected<Word> build_lane(Circuit& c, const OperandsIn& in, const OperandPlan& p, int l) {
-  const int s = static_cast<int>(in.earlier.size());
+  // The earlier slots selected here (defer_last leaves the last one to the caller).
+  const int s = static_cast<int>(in.earlier.size()) - (in.defer_last ? 1 : 0);
   const std::string name = in.owner + ".lane" + std::to_string(l) + "." + operand_name(p.which);
   auto raw = c.ram_read(in.rams[l], name + ".raw", concat(*p.field, in.warp), p.keep[l]);
   if (!raw) return raw.status();
@@ -210,6 +214,7 @@ sdk::Status build_all(Circuit& c, const OperandsIn& in, OperandsOut& res) {
     p.kind = o == Operand::kA ? &in.ak : o == Operand::kB ? &in.bk : nullptr;
     if (!in.earlier.empty()) QGPU_RETURN_IF_ERROR(build_hits(c, in, p));
     QGPU_RETURN_IF_ERROR(build_take_keep(c, in, p));
+    if (in.defer_last) res.take_last[static_cast<std::size_t>(o)] = p.take.back();
     auto& dst = o == Operand::kA ? res.a : o == Operand::kB ? res.b : res.c;
     for (int l = 0; l < kProtoLanes; ++l) {
       auto w = build_lane(c, in, p, l);
@@ -225,6 +230,7 @@ sdk::Status build_all(Circuit& c, const OperandsIn& in, OperandsOut& res) {
 sdk::Expected<OperandsOut> build_operands(Circuit& c, const OperandsIn& in) {
   QGPU_RETURN_IF_ERROR(check_inputs(in));
   OperandsOut res;
+  if (in.defer_last) res.take_last = Word(3, c.zero());
   c.push_enable(in.enable);
   sdk::Status st = build_all(c, in, res);
   c.pop_enable();

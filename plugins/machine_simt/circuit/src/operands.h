@@ -28,6 +28,11 @@
 //                      out += Σ_j take_j·active_l·result_j + [imm]·imm + [special]·value
 // Slot 0 needs no match (keep is the kind alone, from the fetched row); operand c
 // of slot 0 is the read itself (no select).
+// defer_last (the machine's terminator): the select leaves out the last earlier
+// slot, so it does not wait for that slot's value; the operand is then 0 in every
+// lane that slot bypasses and `take_last` (one bit per operand) tells the caller to
+// add the value itself (the terminator folds it into [a != 0]). The earlier slots'
+// values can then die at this select instead of living through the last slot.
 // Placing the reads: `after` final at MLP L-2 (e.g. the flags the previous slot's
 // ALU writes in its first MLP) and earlier results final at MLP L-1 give reads in
 // GDN L and the select in MLP L, so the 384 read bits live for one layer only.
@@ -58,7 +63,7 @@ namespace qgpu::simt::circuit {
 struct EarlierSlot {
   weights::Word opcode;                          // kOpCount bits, one-hot (SlotFields::opcode)
   weights::Word d;                               // 4 bits: its destination register
-  std::array<weights::Word, kProtoLanes> value;  // 32 bits per lane: its result
+  std::array<weights::Word, kProtoLanes> value;  // 32 bits per lane: its result (may be empty: defer_last)
 };
 
 struct OperandsIn {
@@ -75,12 +80,20 @@ struct OperandsIn {
   bool want_a = true, want_b = true, want_c = true;   // which operands to build
   // When set, the register reads (and the keep bits) are placed after this bit is final.
   std::optional<weights::Bit> after;
+  // The last earlier slot's value is not added here (its `value` may be empty): each
+  // operand is then exactly 0 in a lane where that slot bypasses it (take_last ∧ active),
+  // and the caller adds take_last ∧ lanes[l] · value itself once it exists. The select no
+  // longer waits for that slot, so the earlier slots' values can die before it runs.
+  bool defer_last = false;
 };
 
 struct OperandsOut {
   // Per lane: 32-bit operands (empty where not wanted). Each is the in-place alias
   // of its register read (owner "regs", named <owner>.lane<L>.<a|b|c>).
   std::array<weights::Word, kProtoLanes> a, b, c;
+  // defer_last: per operand a, b, c, the bit "the last earlier slot bypasses this operand"
+  // (exec-gated; c.zero() for an operand not built). Empty otherwise.
+  weights::Word take_last;
 };
 
 // Adds the operand select of one slot to `c`. Errors name the input of the wrong width.
