@@ -269,14 +269,7 @@ sdk::KernelIR shfl_kernel() {
   return b.k;
 }
 
-struct Launch {
-  std::string name;
-  sdk::KernelIR kernel;
-  sdk::LaunchShape shape;
-  std::vector<sdk::LaunchArg> args;
-};
-
-void replay(const Rig& k, Runner& run, const Launch& L, std::mt19937& rng, Stats& st) {
+void replay(const Rig& k, Runner& run, const LaunchCase& L, std::mt19937& rng, Stats& st) {
   auto p = lower_kernel(L.kernel, L.shape, {});
   ASSERT_TRUE(p) << L.name << ": " << p.status().to_string();
   const Program& prog = **p;
@@ -359,7 +352,7 @@ TEST(CircuitWbAnalysis, RealLaunchesEmitTheStreamsWregLanes) {
   for (int i = 0; i < 24; ++i) a24[i] = i - 11, b24[i] = 3 * i + 1, in24[i] = (i * 7919) % 201 - 100;
   for (int i = 0; i < 10; ++i) big[i] = 50000 * i - 70000;
   for (int i = 0; i < 16; ++i) in16[i] = 3 * i - 20;
-  const std::vector<Launch> launches = {
+  const std::vector<LaunchCase> launches = {
       {"dot 1x4", dot_kernel(), {1, 4}, {arr("a", {1, 2, 3}), arr("b", {4, 5, 6}), arr("out", {0}), scalar("n", 3)}},
       {"dot 3x8", dot_kernel(), {3, 8}, {arr("a", a24), arr("b", b24), arr("out", {0}), scalar("n", 24)}},
       {"ifelse 1x8",
@@ -389,7 +382,7 @@ TEST(CircuitWbAnalysis, RealLaunchesEmitTheStreamsWregLanes) {
     Stats st;
     Runner run(k, dt);
     std::mt19937 rng(11);
-    for (const Launch& L : launches) {
+    for (const LaunchCase& L : launches) {
       replay(k, run, L, rng, st);
       if (::testing::Test::HasFatalFailure()) return;
     }
