@@ -262,7 +262,7 @@ TEST(CircuitAlu, CompilesToTwoQwenLayers) {
                 static_cast<long long>(k.cc.schedule.use[l].key_heads),
                 static_cast<long long>(k.cc.schedule.use[l].mlp_neurons));
   }
-  const int unit_channels = k.cc.allocation.channels_used - 2 * k.input_bits;
+  const int unit_channels = k.cc.allocation.channels_used - k.input_bits;
   std::printf(
       "alu (4 lanes): %d layers, %lld heads, %lld MLP neurons, %d residual channels (%d without the test's %d "
       "input bits: results, flags, constants and norm pads)\n",

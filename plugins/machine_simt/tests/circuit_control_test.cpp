@@ -454,7 +454,7 @@ void print_cost() {
       "\n[ control ] total %lld neurons, %lld heads (records stage included); residual %d channels with channel "
       "reuse (%d without this test's %d ControlIn input bits)\n",
       static_cast<long long>(r.cc.total_neurons()), static_cast<long long>(heads), r.cc.allocation.channels_used,
-      r.cc.allocation.channels_used - 2 * kTestInputBits, kTestInputBits);
+      r.cc.allocation.channels_used - kTestInputBits, kTestInputBits);
   // With the allocator's channel reuse (dead fields' channels go to later fields).
   weights::Target t = r.cc.target;
   t.reuse_channels = true;
@@ -462,7 +462,7 @@ void print_cost() {
   auto reused = weights::compile(r.c, t);
   if (reused)
     std::printf(
-        "[ control ] with channel reuse: %d channels, live peak %d dual-rail bits (%d without the test's inputs)\n",
+        "[ control ] with channel reuse: %d channels, live peak %d bits (%d without the test's inputs)\n",
         reused->allocation.channels_used, reused->allocation.live_peak, reused->allocation.live_peak - kTestInputBits);
   else
     std::printf("[ control ] with channel reuse: %s\n", reused.status().to_string().c_str());

@@ -54,7 +54,7 @@ std::vector<weights::LiveRange> ranges(const weights::Circuit& c, const weights:
   return lr;
 }
 
-// Live dual-rail bits after each sub-layer (index 0: the embedding) under `schedule`.
+// Live bits after each sub-layer (index 0: the embedding) under `schedule`.
 std::vector<int> live_bits(const weights::Circuit& c, const weights::CompiledCircuit& cc,
                            const weights::Schedule& schedule, const std::set<int>* unmark = nullptr) {
   const auto lr = ranges(c, cc, schedule, unmark);
@@ -100,7 +100,7 @@ weights::Schedule as_late_as_possible(const weights::Circuit& c, const weights::
   return s;
 }
 
-// Where the residual goes: live dual-rail bits per sub-layer, and at the widest point the
+// Where the residual goes: live bits per sub-layer, and at the widest point the
 // owners holding them (the first step of fitting the machine into 2048 channels).
 // `unmark`: measure as in a model run (the test's EXEC checks read more outputs back).
 void print_live(const weights::Circuit& c, const weights::CompiledCircuit& cc, const std::set<int>* unmark,

@@ -431,10 +431,10 @@ void print_cost(const Compiled& k, const char* name) {
       std::printf("\n  op %s -> layer %d", k.c.ops()[i].name.c_str(), k.cc.schedule.op_layer[i]);
   std::printf("\n  total %lld heads, %lld neurons, %d residual channels (%d without the test's %d input bits)\n",
               static_cast<long long>(heads), static_cast<long long>(k.cc.total_neurons()),
-              k.cc.allocation.channels_used, k.cc.allocation.channels_used - 2 * k.input_bits, k.input_bits);
+              k.cc.allocation.channels_used, k.cc.allocation.channels_used - k.input_bits, k.input_bits);
   const OwnLive o = own_live_bits(k);
   std::printf(
-      "  of the neurons, %lld clear dead channels (channel reuse); the allocator's live peak: %d dual-rail bits\n"
+      "  of the neurons, %lld clear dead channels (channel reuse); the allocator's live peak: %d bits\n"
       "  the unit's own fields, live bits after each layer (after its MLP):",
       static_cast<long long>(weights::clear_neurons(k.c, k.cc.allocation)), k.cc.allocation.live_peak);
   for (int l = 0; l < k.cc.schedule.num_layers; ++l) std::printf(" %d", o.after[static_cast<std::size_t>(2 * l + 2)]);

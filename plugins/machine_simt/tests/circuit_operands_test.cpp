@@ -229,7 +229,7 @@ void report(const Machine& k, const std::string& what) {
       "bits):%s\n",
       what.c_str(), k.cc.schedule.num_layers, static_cast<long long>(heads),
       static_cast<long long>(k.cc.total_neurons()), k.cc.allocation.channels_used,
-      k.cc.allocation.channels_used - 2 * k.test_bits, k.test_bits, k.cc.allocation.live_peak,
+      k.cc.allocation.channels_used - k.test_bits, k.test_bits, k.cc.allocation.live_peak,
       k.cc.allocation.clears.size(), per_layer.c_str(), places.c_str(), peak_at, peak, peak_text.c_str());
 }
 
@@ -627,7 +627,7 @@ TEST(CircuitOperands, CostWithAndWithoutChannelReuse) {
       return -1;
     }
     report(k, what);
-    return k.cc.allocation.channels_used - 2 * k.test_bits;
+    return k.cc.allocation.channels_used - k.test_bits;
   };
   Build one;
   one.slot = 3;

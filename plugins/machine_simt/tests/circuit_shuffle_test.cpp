@@ -325,7 +325,7 @@ void report_cost(const ShuffleCompiled& k, const char* what, int layers) {
                 static_cast<long long>(k.cc.schedule.use[l].mlp_neurons));
     EXPECT_LE(k.cc.schedule.use[l].mlp_neurons, k.cc.target.shapes.intermediate_size);
   }
-  const int unit_channels = k.cc.allocation.channels_used - 2 * k.input_bits;
+  const int unit_channels = k.cc.allocation.channels_used - k.input_bits;
   std::printf(
       "%s (4 lanes): %d layers, %lld heads, %lld MLP neurons, %d residual channels (%d without the test's %d input "
       "bits: results, src, constants and norm pads), live peak %d bits\n",

@@ -527,7 +527,7 @@ TEST(CircuitWbAnalysis, Cost) {
       "\n[ wbanalysis ] unit: layers %d..%d, %lld neurons (before cross-op merging), %d read ports; whole "
       "circuit %lld neurons, %lld heads, %d channels (%d without the test's %d input bits)\n",
       first, last, static_cast<long long>(unit_neurons), unit_reads, static_cast<long long>(k.cc.total_neurons()),
-      static_cast<long long>(heads), k.cc.allocation.channels_used, k.cc.allocation.channels_used - 2 * kTestInputBits,
+      static_cast<long long>(heads), k.cc.allocation.channels_used, k.cc.allocation.channels_used - kTestInputBits,
       kTestInputBits);
   EXPECT_EQ(unit_reads, 21);  // 16 register rows + 4 LIVE rows + the shuffle-source row
   EXPECT_LE(last - first, 2);

@@ -113,7 +113,7 @@ struct Rig {
     if (!n) return;
     next = *n;
     // The inputs alone (4 slots x 4 lanes of results, memory words, groups)
-    // take ~800 dual-rail bits: the unit is checked on a wider residual here;
+    // take ~800 bits: the unit is checked on a wider residual here;
     // in the machine its inputs come from pending RAMs one at a time and dead
     // fields give their channels back (docs/MACHINE_CIRCUIT.md §4.2).
     ok = test::compile_to(c, cc, 4096);

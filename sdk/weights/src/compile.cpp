@@ -198,7 +198,7 @@ sdk::Status add_pads(Allocation& a, const Target& target, int next, std::int64_t
   }
   if (next > target.shapes.hidden_size)
     return sdk::limit_exceeded("residual: " + std::to_string(next) + " channels needed (" + std::to_string(pairs) +
-                               " dual-rail bits" + detail + "), hidden size " +
+                               " bits" + detail + "), hidden size " +
                                std::to_string(target.shapes.hidden_size) + " (over by " +
                                std::to_string(next - target.shapes.hidden_size) + ")");
   a.channels_used = next;
@@ -222,7 +222,7 @@ sdk::Expected<Allocation> allocate_plain(const Circuit& circuit, const Target& t
   for (std::size_t f = 0; f < fields.size(); ++f) {
     if (fields[f].alias_of >= 0) continue;
     a.field_base[f] = next;
-    next += 2 * fields[f].width;
+    next += fields[f].width;
     pairs += fields[f].width;
   }
   for (std::size_t f = 0; f < fields.size(); ++f)
@@ -235,23 +235,22 @@ sdk::Expected<Allocation> allocate_plain(const Circuit& circuit, const Target& t
 
 namespace {
 
-// Moves the mute channel from channel 1 to Target::mute_index by a permutation of
-// channels that keeps every dual-rail pair adjacent (the allocators put pairs at
-// even channels from 2): odd m: 0 -> 0, 1 -> m, [2, m] -> [1, m-1]; even m:
-// 0 -> m+1, 1 -> m, [2, m+1] -> [0, m-1]; every other channel stays. A field
-// crossing m keeps its pairs and is scattered around the mute channel.
+// Moves the mute channel from channel 1 to Target::mute_index; every other
+// channel keeps its order (the allocators put the bias channel at 0 and the
+// fields from 2). A field crossing m is scattered around the mute channel.
 sdk::Status place_mute(const Circuit& circuit, const Target& target, Allocation& a) {
   const int m = target.mute_index;
   if (m < 0) return sdk::Status::ok();
   const std::int64_t H = target.shapes.hidden_size;
   if (!target.mute_channel) return sdk::invalid_argument("Target::mute_index is set but Target::mute_channel is off");
-  if (m >= H || (m % 2 == 0 && m + 1 >= H))
+  if (m >= H)
     return sdk::invalid_argument("Target::mute_index " + std::to_string(m) + " outside the residual: hidden size " +
-                                 std::to_string(H) + (m < H ? " leaves no channel after it for the bias channel" : ""));
+                                 std::to_string(H));
   if (a.const_hi != 0 || a.mute != 1) return sdk::internal_error("place_mute: allocation not in the standard layout");
   const auto phi = [m](int ch) {
-    if (m % 2 == 1) return ch == 0 ? 0 : ch == 1 ? m : (ch >= 2 && ch <= m) ? ch - 1 : ch;
-    return ch == 0 ? m + 1 : ch == 1 ? m : (ch >= 2 && ch <= m + 1) ? ch - 2 : ch;
+    if (ch == 1) return m;
+    const int rank = ch == 0 ? 0 : ch - 1;  // among the channels other than the mute channel
+    return rank < m ? rank : rank + 1;
   };
   const auto& fields = circuit.fields();
   std::vector<int> base(fields.size(), -1);
@@ -262,8 +261,8 @@ sdk::Status place_mute(const Circuit& circuit, const Target& target, Allocation&
     bool contiguous = true;
     std::vector<int> pos;
     for (int b = 0; b < fields[f].width; ++b) {
-      pos.push_back(phi(a.rail(Bit{static_cast<int>(f), b, false})));
-      contiguous = contiguous && pos.back() == pos.front() + 2 * b;
+      pos.push_back(phi(a.channel(Bit{static_cast<int>(f), b, false})));
+      contiguous = contiguous && pos.back() == pos.front() + b;
     }
     base[f] = pos.front();
     if (!contiguous) {
@@ -338,17 +337,23 @@ class Emitter {
  public:
   Emitter(const Circuit& c, const Target& t, const Allocation& a) : c_(c), t_(t), a_(a) {}
 
-  // Adds an affine form (normalized units) to row `row` of `m`; the bias goes
-  // to the constant channels as two bf16-exact weights (16·h + 1·l = bias).
+  // Adds an affine form (normalized units) to row `row` of `m`: each term on its
+  // bit's channel (read_bit), and the bias, with the terms' constants, on the
+  // constant channels as two bf16-exact weights (16·h + 1·l = bias).
   sdk::Status affine(SparseBuilder& m, std::int64_t row, const Affine& f, const std::string& what) {
-    for (const Term& term : f.terms) m.add(row, a_.rail(term.bit), term.weight);
-    if (f.bias != 0) {
-      double h = static_cast<double>(round_bf16(static_cast<float>(f.bias / kConstHi)));
-      double l = f.bias - kConstHi * h;
+    double bias = f.bias;
+    for (const Term& term : f.terms) {
+      const BitRead r = read_bit(a_, term.bit, term.weight);
+      m.add(row, r.channel, r.weight);
+      bias += r.bias;
+    }
+    if (bias != 0) {
+      double h = static_cast<double>(round_bf16(static_cast<float>(bias / kConstHi)));
+      double l = bias - kConstHi * h;
       if (!exact_in(DType::kBF16, h) || !exact_in(DType::kBF16, l))
-        return sdk::unsupported(what + ": bias " + num(f.bias) + " cannot be split into bf16-exact weights");
+        return sdk::unsupported(what + ": bias " + num(bias) + " cannot be split into bf16-exact weights");
       if (h != 0) m.add(row, a_.const_hi, h);
-      if (l != 0) m.add(row, a_.rail(c_.one()), l);
+      if (l != 0) m.add(row, a_.channel(c_.one()), l);
     }
     return sdk::Status::ok();
   }
@@ -474,11 +479,7 @@ sdk::Expected<std::vector<Layer>> emit(const Circuit& circuit, const Target& tar
       } else {
         idx = it->second;
       }
-      for (const Term& d : n.down) {
-        Bit pos{d.bit.field, d.bit.bit, d.bit.neg};
-        down.add(alloc.rail(pos), idx, d.weight * u);
-        down.add(alloc.rail(!pos), idx, -d.weight * u);
-      }
+      for (const Term& d : n.down) down.add(alloc.channel(d.bit), idx, write_weight(d.bit, d.weight) * u);
       return sdk::Status::ok();
     };
     for (std::size_t oi = 0; oi < circuit.ops().size(); ++oi) {
@@ -535,21 +536,23 @@ sdk::Expected<std::vector<Layer>> emit(const Circuit& circuit, const Target& tar
           for (int j = 0; j < bph; ++j) {
             const std::int64_t ch0 = vbase + 2 * j, ch1 = ch0 + 1;
             if (lo + j < width) {
+              // The row holds the bit as the pair (U·d, U·(1-d)): never negative, as SiLU
+              // follows the conv, and with a read magnitude that does not depend on the data.
               Bit d = data[lo + j];
-              qkv.add(ch0, alloc.rail(d), U);
-              qkv.add(ch1, alloc.rail(!d), U);
+              QGPU_RETURN_IF_ERROR(em.affine(qkv, ch0, Affine{{Term{d, U}}, 0}, where + " value of " + op.name));
+              QGPU_RETURN_IF_ERROR(em.affine(qkv, ch1, Affine{{Term{!d, U}}, 0}, where + " value of " + op.name));
               if (!is_read) {  // an earlier text token in the conv window reads as 0 (silu of -huge)
                 em.mute(qkv, ch0);
                 em.mute(qkv, ch1);
               }
               Bit o{gop.out_field, gop.out_offset + lo + j, false};
-              ob.add(alloc.rail(o), vh * dv + 2 * j, u / Z);
-              ob.add(alloc.rail(!o), vh * dv + 2 * j, -u / Z);
+              ob.add(alloc.channel(o), vh * dv + 2 * j, write_weight(o, 1 / Z) * u);
               Affine zf = gop.enable ? Affine{{Term{*gop.enable, Z}, Term{!*gop.enable, -Z}}, 0} : Affine{{}, Z};
               QGPU_RETURN_IF_ERROR(em.affine(zb, vh * dv + 2 * j, zf, where + " z of " + op.name));
               em.mute(zb, vh * dv + 2 * j);
             } else {  // a constant 1 keeps a quarter of the row at U: the read magnitude stays exact
-              qkv.add(ch0, alloc.rail(circuit.one()), U);
+              QGPU_RETURN_IF_ERROR(
+                  em.affine(qkv, ch0, Affine{{Term{circuit.one(), U}}, 0}, where + " value of " + op.name));
               if (!is_read) em.mute(qkv, ch0);
             }
             g.conv1d[static_cast<std::size_t>(ch0 * kern + v_tap)] = 1;
@@ -569,7 +572,7 @@ sdk::Expected<std::vector<Layer>> emit(const Circuit& circuit, const Target& tar
         }
       }
     }
-    // Channel reuse: a dead slot back to (0, 1) by writing -x, silu(K(2x-1))·1 with -u/K.
+    // Channel reuse: a dead slot back to 0 by writing -x, silu(K(2x-1))·1 with -2u/K.
     for (const ChannelClear& cl : alloc.clears) {
       if (cl.layer != L) continue;
       const std::string name = "clear." + circuit.fields()[cl.field].full_name();
@@ -645,21 +648,15 @@ std::vector<float> embed(const Circuit& circuit, const Allocation& alloc,
   const auto& fields = circuit.fields();
   for (std::size_t f = 0; f < fields.size(); ++f) {
     if (fields[f].alias_of >= 0) continue;
-    for (int b = 0; b < fields[f].width; ++b) {
-      Bit bit{static_cast<int>(f), b, false};
-      x[alloc.rail(bit)] = 0;
-      x[alloc.rail(!bit)] = u;
-    }
+    for (int b = 0; b < fields[f].width; ++b) x[alloc.channel(Bit{static_cast<int>(f), b, false})] = -u;
   }
-  x[alloc.rail(circuit.one())] = u;
-  x[alloc.rail(circuit.zero())] = 0;
+  x[alloc.channel(circuit.one())] = u;
   for (std::size_t i = 0; i < alloc.pad_channel.size(); ++i)
     x[alloc.pad_channel[i]] = static_cast<float>(alloc.pad_value[i]) * u;
   for (const auto& [word, value] : values) {
     for (std::size_t i = 0; i < word.size(); ++i) {
-      bool v = (value >> i) & 1;
-      x[alloc.rail(word[i])] = v ? u : 0;
-      x[alloc.rail(!word[i])] = v ? 0 : u;
+      const bool v = (((value >> i) & 1) != 0) != word[i].neg;  // a NOT bit holds the opposite value
+      x[alloc.channel(word[i])] = v ? u : -u;
     }
   }
   return x;
@@ -669,9 +666,9 @@ std::uint64_t read_word(const Allocation& alloc, const std::vector<float>& x, co
   const float u = static_cast<float>(kResidualUnit);
   std::uint64_t v = 0;
   for (std::size_t i = 0; i < word.size(); ++i) {
-    float p = x[alloc.rail(word[i])], n = x[alloc.rail(!word[i])];
-    if (exact && !((p == u && n == 0) || (p == 0 && n == u))) *exact = false;
-    if (p > u / 2) v |= 1ULL << i;
+    const float c = x[alloc.channel(word[i])];
+    if (exact && c != u && c != -u) *exact = false;
+    if ((c > 0) != word[i].neg) v |= 1ULL << i;
   }
   return v;
 }

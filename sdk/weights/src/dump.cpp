@@ -13,8 +13,8 @@ namespace qgpu::weights {
 namespace {
 
 constexpr const char* kScheduleFormat = "qgpu-weights-schedule/1";
-constexpr const char* kAllocationFormat = "qgpu-weights-allocation/2";  // /2 adds clears (channel reuse)
-constexpr const char* kAllocationFormatV1 = "qgpu-weights-allocation/1";
+// /3: one channel per bit (+u / -u); /1 and /2 described dual-rail pairs and no longer load.
+constexpr const char* kAllocationFormat = "qgpu-weights-allocation/3";
 
 std::string quote(const std::string& s) {
   std::string r = "\"";
@@ -115,11 +115,11 @@ sdk::Status dump(const Circuit& circuit, const CompiledCircuit& cc, const std::f
   a << "const_hi: {channel: " << al.const_hi << ", value: " << kConstHi << "}\n";
   a << "mute: " << al.mute << "\n";
   a << "channels_used: " << al.channels_used << "\n";
-  a << "live_peak: " << al.live_peak << "  # most dual-rail bits live at once\n";
+  a << "live_peak: " << al.live_peak << "  # most bits (channels) live at once\n";
   const bool have_schedule = cc.schedule.op_layer.size() == circuit.ops().size();
   std::vector<LiveRange> live;
   if (have_schedule) live = live_ranges(circuit, cc.target, cc.schedule);
-  a << "fields:  # bit b: positive rail at base + 2b, negative rail at base + 2b + 1;"
+  a << "fields:  # bit b on channel base + b, +u for 1 and -u for 0;"
        " live: sub-layers (-1 embedding, 2L Gated DeltaNet, 2L+1 MLP of layer L) holding the slot\n";
   for (std::size_t f = 0; f < circuit.fields().size(); ++f) {
     const Field& fd = circuit.fields()[f];
@@ -130,7 +130,7 @@ sdk::Status dump(const Circuit& circuit, const CompiledCircuit& cc, const std::f
       << ", base: " << al.field_base[f];
     if (fd.alias_of >= 0) a << ", alias_of: " << quote(circuit.fields()[fd.alias_of].full_name());
     if (f < al.bit_channel.size() && !al.bit_channel[f].empty() && fd.alias_of < 0) {
-      a << ", channels: [";  // scattered by channel reuse: bit b's positive rail
+      a << ", channels: [";  // scattered by channel reuse: bit b's channel
       for (std::size_t b = 0; b < al.bit_channel[f].size(); ++b) a << (b ? ", " : "") << al.bit_channel[f][b];
       a << "]";
     }
@@ -192,7 +192,7 @@ sdk::Expected<Schedule> load_schedule(const Circuit& circuit, const std::filesys
 }
 
 sdk::Expected<Allocation> load_allocation(const Circuit& circuit, const std::filesystem::path& file) {
-  QGPU_WEIGHTS_ASSIGN(root, read_yaml(file, kAllocationFormat, kAllocationFormatV1));
+  QGPU_WEIGHTS_ASSIGN(root, read_yaml(file, kAllocationFormat));
   Allocation a;
   QGPU_WEIGHTS_ASSIGN(hs, get<std::int64_t>(file, root, "hidden_size"));
   a.hidden_size = hs;
@@ -219,7 +219,7 @@ sdk::Expected<Allocation> load_allocation(const Circuit& circuit, const std::fil
                            "field " + std::to_string(i) + " is '" + name + "' (" + std::to_string(width) +
                                " bits), the circuit has '" + cf.full_name() + "' (" + std::to_string(cf.width) +
                                " bits)");
-    if (base < 0 || base + 2 * width > hs)
+    if (base < 0 || base + width > hs)
       return sdk::error_at(at(file, f), sdk::ErrorCode::kParseError, "field " + name + ": base outside the residual");
     a.field_base.push_back(base);
     std::vector<int> bits;
@@ -230,7 +230,7 @@ sdk::Expected<Allocation> load_allocation(const Circuit& circuit, const std::fil
             at(file, chn), sdk::ErrorCode::kParseError,
             "field " + name + ": " + std::to_string(v.size()) + " channels for " + std::to_string(width) + " bits");
       for (int ch : v)
-        if (ch < 0 || ch + 1 >= hs)
+        if (ch < 0 || ch >= hs)
           return sdk::error_at(at(file, chn), sdk::ErrorCode::kParseError,
                                "field " + name + ": channel " + std::to_string(ch) + " outside the residual");
       bits = std::move(v);

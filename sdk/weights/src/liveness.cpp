@@ -80,8 +80,8 @@ std::string layer_of(int sublayer) {
 
 }  // namespace
 
-// Slots in order of their start; each takes the best run of contiguous pairs:
-// pairs that are fresh, already cleared, or dead with room for a clear in an MLP
+// Slots in order of their start; each takes the best run of contiguous channels:
+// channels that are fresh, already cleared, or dead with room for a clear in an MLP
 // between the dead slot's last reader and this slot's first writer.
 sdk::Expected<Allocation> allocate_reusing(const Circuit& circuit, const Target& target, const Schedule& sched) {
   const auto& fields = circuit.fields();
@@ -94,9 +94,9 @@ sdk::Expected<Allocation> allocate_reusing(const Circuit& circuit, const Target&
   if (target.mute_channel) a.mute = next++;
   const int first = next;
   a.field_base.assign(fields.size(), -1);
-  // Pairs the fresh region may take and still leave room for up to 4 pads and the squares.
+  // Channels the fresh region may take and still leave room for up to 4 pads and the squares.
   const std::int64_t budget =
-      std::min<std::int64_t>((H - first - 4) / 2, H - static_cast<std::int64_t>(kConstHi * kConstHi));
+      std::min<std::int64_t>(H - first - 4, H - static_cast<std::int64_t>(kConstHi * kConstHi));
   std::vector<std::int64_t> room = mlp_neurons_by_layer(circuit, sched);
   for (std::int64_t& n : room) n = I - n;
 
@@ -108,7 +108,7 @@ sdk::Expected<Allocation> allocate_reusing(const Circuit& circuit, const Target&
     return live[x].start != live[y].start ? live[x].start < live[y].start : fields[x].width > fields[y].width;
   });
 
-  std::vector<int> owner;                             // per pair of the region: its latest slot
+  std::vector<int> owner;                             // per channel of the region: its latest slot
   std::vector<int> clear_at(fields.size(), INT_MAX);  // per root: sub-layer of its clear
   std::string clear_problem;                          // why a dead slot could not be reused (first seen)
   struct Need {
@@ -177,13 +177,13 @@ sdk::Expected<Allocation> allocate_reusing(const Circuit& circuit, const Target&
     auto key_of = [&](int end, std::int64_t cost, int p) -> Key {
       const int over = end > budget ? 1 : 0, growth = end - high;
       // Eagerly, or past the budget: the least growth first (the smallest peak); within the
-      // budget and not eagerly: no clears first (fresh pairs cost nothing).
+      // budget and not eagerly: no clears first (fresh channels cost nothing).
       const bool grow_last = target.reuse_eagerly || over;
       return std::make_tuple(over, grow_last ? growth : 0, cost, growth, p);
     };
     bool found = false;
     Key best_key{};
-    std::vector<int> best_pairs;
+    std::vector<int> best_chans;
     std::vector<Need> best_needs;
     for (int p = 0; p <= high; ++p) {  // contiguous runs; p = high (all fresh) always works
       bool ok = true;
@@ -202,17 +202,17 @@ sdk::Expected<Allocation> allocate_reusing(const Circuit& circuit, const Target&
       if (!found || key < best_key) {
         found = true;
         best_key = key;
-        best_pairs.clear();
-        for (int q = p; q < p + w; ++q) best_pairs.push_back(q);
+        best_chans.clear();
+        for (int q = p; q < p + w; ++q) best_chans.push_back(q);
         best_needs = std::move(needs);
       }
     }
     if (std::get<3>(best_key) > 0 && (target.reuse_eagerly || std::get<0>(best_key) == 1)) {
-      // Scattered: the bits on free pairs anywhere, then on dead slots' pairs, growing only for the rest.
-      std::vector<int> pairs, dirty;
-      for (int q = 0; q < high && static_cast<int>(pairs.size()) < w; ++q)
-        if (state[q] == -1) pairs.push_back(q);
-      for (int q = 0; q < high && static_cast<int>(pairs.size()) < w; ++q) {
+      // Scattered: the bits on free channels anywhere, then on dead slots' channels, growing only for the rest.
+      std::vector<int> chans, dirty;
+      for (int q = 0; q < high && static_cast<int>(chans.size()) < w; ++q)
+        if (state[q] == -1) chans.push_back(q);
+      for (int q = 0; q < high && static_cast<int>(chans.size()) < w; ++q) {
         const int o = state[q];
         if (o < 0) continue;
         if (std::find(dirty.begin(), dirty.end(), o) == dirty.end()) {
@@ -222,17 +222,17 @@ sdk::Expected<Allocation> allocate_reusing(const Circuit& circuit, const Target&
           if (place(trial, scratch) < 0) continue;
           dirty.push_back(o);
         }
-        pairs.push_back(q);
+        chans.push_back(q);
       }
       std::vector<Need> needs;
       const std::int64_t cost = place(dirty, needs);
       int end = high;
-      while (static_cast<int>(pairs.size()) < w) pairs.push_back(end++);
-      std::sort(pairs.begin(), pairs.end());
-      const Key key = key_of(end, cost, pairs.front());
+      while (static_cast<int>(chans.size()) < w) chans.push_back(end++);
+      std::sort(chans.begin(), chans.end());
+      const Key key = key_of(end, cost, chans.front());
       if (cost >= 0 && key < best_key) {
         best_key = key;
-        best_pairs = std::move(pairs);
+        best_chans = std::move(chans);
         best_needs = std::move(needs);
       }
     }
@@ -242,11 +242,11 @@ sdk::Expected<Allocation> allocate_reusing(const Circuit& circuit, const Target&
       room[n.sublayer / 2] -= fields[n.root].width;
       a.clears.push_back(ChannelClear{last_alias(circuit, n.root), n.sublayer / 2});
     }
-    if (best_pairs.back() >= high) owner.resize(static_cast<std::size_t>(best_pairs.back() + 1), -1);
-    for (int q : best_pairs) owner[q] = g;
-    a.field_base[g] = first + 2 * best_pairs.front();
-    if (best_pairs.back() - best_pairs.front() + 1 != w)  // not contiguous: every bit's pair
-      for (int q : best_pairs) a.bit_channel[g].push_back(first + 2 * q);
+    if (best_chans.back() >= high) owner.resize(static_cast<std::size_t>(best_chans.back() + 1), -1);
+    for (int q : best_chans) owner[q] = g;
+    a.field_base[g] = first + best_chans.front();
+    if (best_chans.back() - best_chans.front() + 1 != w)  // not contiguous: every bit's channel
+      for (int q : best_chans) a.bit_channel[g].push_back(first + q);
   }
   for (std::size_t f = 0; f < fields.size(); ++f)
     if (fields[f].alias_of >= 0) {
@@ -260,10 +260,10 @@ sdk::Expected<Allocation> allocate_reusing(const Circuit& circuit, const Target&
     return std::tie(x.layer, x.field) < std::tie(y.layer, y.field);
   });
   a.live_peak = live_peak(circuit, live);
-  const std::int64_t pairs = static_cast<std::int64_t>(owner.size());
+  const std::int64_t chans = static_cast<std::int64_t>(owner.size());
   std::string detail = "; with channel reuse: at most " + std::to_string(a.live_peak) + " bits live at once";
   if (!clear_problem.empty()) detail += "; a dead field's channels stayed unused: " + clear_problem;
-  QGPU_RETURN_IF_ERROR(add_pads(a, target, first + 2 * static_cast<int>(pairs), pairs, detail));
+  QGPU_RETURN_IF_ERROR(add_pads(a, target, first + static_cast<int>(chans), chans, detail));
   return a;
 }
 
@@ -301,8 +301,6 @@ sdk::Status check_allocation(const Circuit& circuit, const Target& target, const
   if (!alloc.bit_channel.empty() && alloc.bit_channel.size() != fields.size())
     return sdk::invalid_argument("allocation: bit channels for " + std::to_string(alloc.bit_channel.size()) +
                                  " fields, the circuit has " + std::to_string(fields.size()));
-  std::vector<signed char> rail_kind(static_cast<std::size_t>(H), -1);  // 0 positive, 1 negative rail
-  std::vector<int> rail_owner(static_cast<std::size_t>(H), -1);
   for (std::size_t f = 0; f < fields.size(); ++f) {
     const int root = root_of(circuit, static_cast<int>(f));
     const bool scattered = !alloc.bit_channel.empty() && !alloc.bit_channel[f].empty();
@@ -310,34 +308,26 @@ sdk::Status check_allocation(const Circuit& circuit, const Target& target, const
       return sdk::invalid_argument("allocation: field " + fields[f].full_name() + " has " +
                                    std::to_string(alloc.bit_channel[f].size()) + " bit channels for " +
                                    std::to_string(fields[f].width) + " bits");
-    const auto own = [&](int b) { return scattered ? alloc.bit_channel[f][b] : alloc.field_base[f] + 2 * b; };
+    const auto own = [&](int b) { return scattered ? alloc.bit_channel[f][b] : alloc.field_base[f] + b; };
     const auto rootc = [&](int b) {
       return !alloc.bit_channel.empty() && !alloc.bit_channel[root].empty() ? alloc.bit_channel[root][b]
-                                                                            : alloc.field_base[root] + 2 * b;
+                                                                            : alloc.field_base[root] + b;
     };
     for (int b = 0; b < fields[f].width; ++b) {
       const int ch = own(b);
       if (ch != rootc(b))
         return sdk::invalid_argument("allocation: field " + fields[f].full_name() + " aliases " +
                                      fields[root].full_name() + " but has other channels");
-      if (ch < 0 || ch + 1 >= H)
+      if (ch < 0 || ch >= H)
         return sdk::invalid_argument("allocation: field " + fields[f].full_name() + " lies outside the residual");
       if (fields[f].alias_of >= 0) continue;
-      for (int r = 0; r < 2; ++r) {
-        if (reserved[ch + r])
-          return sdk::invalid_argument("allocation: field " + fields[f].full_name() + " is on reserved channel " +
-                                       std::to_string(ch + r));
-        if (rail_kind[ch + r] >= 0 && rail_kind[ch + r] != r)
-          return sdk::invalid_argument("allocation: fields " + fields[rail_owner[ch + r]].full_name() + " and " +
-                                       fields[f].full_name() + " use channel " + std::to_string(ch + r) +
-                                       " as different rails");
-        rail_kind[ch + r] = static_cast<signed char>(r);
-        rail_owner[ch + r] = static_cast<int>(f);
-        if (std::find(on[ch + r].begin(), on[ch + r].end(), static_cast<int>(f)) != on[ch + r].end())
-          return sdk::invalid_argument("allocation: field " + fields[f].full_name() + " uses channel " +
-                                       std::to_string(ch + r) + " twice");
-        on[ch + r].push_back(static_cast<int>(f));
-      }
+      if (reserved[ch])
+        return sdk::invalid_argument("allocation: field " + fields[f].full_name() + " is on reserved channel " +
+                                     std::to_string(ch));
+      if (std::find(on[ch].begin(), on[ch].end(), static_cast<int>(f)) != on[ch].end())
+        return sdk::invalid_argument("allocation: field " + fields[f].full_name() + " uses channel " +
+                                     std::to_string(ch) + " twice");
+      on[ch].push_back(static_cast<int>(f));
     }
   }
   const auto live = live_ranges(circuit, target, sched);
@@ -360,12 +350,12 @@ sdk::Status check_allocation(const Circuit& circuit, const Target& target, const
                                    " while it is still live (until " + detail::layer_of(live[root].free_from()) + ")");
     clear_at[root] = at;
   }
-  std::int64_t pairs = 0;
+  std::int64_t bits = 0;
   std::set<std::pair<int, int>> checked;
   for (std::int64_t ch = 0; ch < H; ++ch) {
     auto& v = on[ch];
     if (v.empty()) continue;
-    if (rail_kind[ch] == 0) ++pairs;  // each pair once, at its positive rail
+    ++bits;
     std::stable_sort(v.begin(), v.end(), [&](int x, int y) { return live[x].start < live[y].start; });
     for (std::size_t k = 0; k + 1 < v.size(); ++k) {
       const int g = v[k], h = v[k + 1];
@@ -385,10 +375,10 @@ sdk::Status check_allocation(const Circuit& circuit, const Target& target, const
                                      fields[h].full_name() + " is written " + in);
     }
   }
-  squares += static_cast<double>(pairs);
+  squares += static_cast<double>(bits);
   if (squares != static_cast<double>(H))
-    return sdk::invalid_argument("allocation: constants, " + std::to_string(pairs) +
-                                 " pairs and pads give a sum of squares of " + std::to_string(squares) +
+    return sdk::invalid_argument("allocation: constants, " + std::to_string(bits) +
+                                 " bit channels and pads give a sum of squares of " + std::to_string(squares) +
                                  " units, the norm needs exactly the hidden size " + std::to_string(H));
   // Clears within the neuron budget of their layer.
   std::vector<std::int64_t> used = detail::mlp_neurons_by_layer(circuit, sched);

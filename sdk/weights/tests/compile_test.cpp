@@ -135,7 +135,7 @@ TEST(Compile, BudgetErrorsNameLayerAndResource) {
 
   // Residual channels.
   Target narrow = testing::qwen2b_target();
-  narrow.shapes.hidden_size = 512;
+  narrow.shapes.hidden_size = 256;
   auto res = compile(c, narrow);
   ASSERT_FALSE(res.has_value());
   EXPECT_NE(res.status().message().find("residual"), std::string::npos) << res.status().message();

@@ -45,7 +45,7 @@ inline std::uint32_t operand(std::mt19937_64& rng) {
   return static_cast<std::uint32_t>(rng());
 }
 
-// Every rail pair of every field is exactly (u, 0) or (0, u), and the constant
+// Every bit channel of every field is exactly +u or -u, and the constant
 // and pad channels are untouched.
 inline bool residual_exact(const Circuit& c, const Allocation& a, const std::vector<float>& x) {
   const float u = static_cast<float>(kResidualUnit);

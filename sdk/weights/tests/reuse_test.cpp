@@ -46,8 +46,8 @@ struct AddChain {
   }
 };
 
-int field_pairs(const Allocation& a) {  // pairs of the field region (const_hi, mute and pads excluded)
-  return (a.channels_used - 1 - (a.mute >= 0 ? 1 : 0) - static_cast<int>(a.pad_channel.size())) / 2;
+int field_channels(const Allocation& a) {  // channels of the field region (const_hi, mute and pads excluded)
+  return a.channels_used - 1 - (a.mute >= 0 ? 1 : 0) - static_cast<int>(a.pad_channel.size());
 }
 
 void report(const char* what, const Circuit& c, const CompiledCircuit& cc) {
@@ -56,9 +56,9 @@ void report(const char* what, const Circuit& c, const CompiledCircuit& cc) {
   std::printf(
       "%s: %d layers, %lld MLP neurons (%zu clears of %lld neurons before merging with identical ones), %d residual "
       "channels, "
-      "%d field pairs (%d fields scattered), at most %d bits live at once\n",
+      "%d field channels (%d fields scattered), at most %d bits live at once\n",
       what, cc.schedule.num_layers, static_cast<long long>(cc.total_neurons()), cc.allocation.clears.size(),
-      static_cast<long long>(clear_neurons(c, cc.allocation)), cc.allocation.channels_used, field_pairs(cc.allocation),
+      static_cast<long long>(clear_neurons(c, cc.allocation)), cc.allocation.channels_used, field_channels(cc.allocation),
       scattered, cc.allocation.live_peak);
 }
 
@@ -118,8 +118,8 @@ TEST(Reuse, ChainIntermediatesDieAndTheirChannelsAreReused) {
   const Allocation& al = cc.allocation;
   const auto& fields = ch.c.fields();
   // The field region is never smaller than what is live at once; fragmentation costs at most a word.
-  EXPECT_GE(field_pairs(al), al.live_peak);
-  EXPECT_LE(field_pairs(al), al.live_peak + 32);
+  EXPECT_GE(field_channels(al), al.live_peak);
+  EXPECT_LE(field_channels(al), al.live_peak + 32);
   // Bits live at once, by hand: const.one, b, en, the carries so far, x_{k-1} being read by adder k
   // (32) and adder k's sums s0, s1 (24 each), G, P (3 each) written in its first MLP: at most
   // 1 + 32 + 1 + 6 + 32 + 54 + ... The measured peak must sit well below the 600-odd bits of all fields.
@@ -206,9 +206,9 @@ TEST(Reuse, RamWriteDataLivesUntilTheLastReplica) {
   // Filler: a chain of copies of p, each dead after the next; they want channels in layers 1..3.
   Word f = p;
   for (int k = 0; k < 5; ++k) f = must(bitwise(c, "f", "t" + std::to_string(k), Logic::kXor, f, wd_in));
-  Target t = small_target(512, 1024);
+  Target t = small_target(256, 1024);
   t.reuse_channels = false;                 // explicit: the default may change
-  ASSERT_FALSE(compile(c, t).has_value());  // about 346 bits: over the 253 of hidden 512
+  ASSERT_FALSE(compile(c, t).has_value());  // about 346 bits: over the 255 of hidden 256
   CompiledCircuit cc = must(compile(c, reusing(t, true)));
   report("ram + filler, eager reuse", c, cc);
   int read1_layer = -1;
@@ -260,14 +260,14 @@ TEST(Reuse, ClearsRespectTheNeuronBudget) {
   Word x = must(c.input("chain", "x", 32));
   Word y = x;
   for (int k = 1; k <= 6; ++k) y = must(copy(c, "chain", "y" + std::to_string(k), y));
-  // Hidden 384: 127 pairs besides the constant; 7 words of 32 do not fit, 3 at once do.
-  auto full = compile(c, reusing(small_target(384, 32), false));  // every MLP holds its copy: no room
+  // Hidden 128: 123 channels besides the constant and 4 pads; 7 words of 32 do not fit, 3 at once do.
+  auto full = compile(c, reusing(small_target(128, 32), false));  // every MLP holds its copy: no room
   ASSERT_FALSE(full.has_value());
   const std::string msg = full.status().message();
   std::printf("refused: %s\n", msg.c_str());
   EXPECT_NE(msg.find("clearing chain.x (32 neurons) for chain.y3"), std::string::npos) << msg;
   EXPECT_NE(msg.find("layer 0: MLP neurons: 32 of 32 used (over by 32)"), std::string::npos) << msg;
-  CompiledCircuit cc = must(compile(c, reusing(small_target(384, 64), false)));
+  CompiledCircuit cc = must(compile(c, reusing(small_target(128, 64), false)));
   report("copies, room for clears", c, cc);
   for (const LayerUse& u : cc.schedule.use) EXPECT_LE(u.mlp_neurons, 64);
   for (DType dt : kBothDtypes) {
@@ -359,7 +359,7 @@ TEST(Reuse, FieldsScatterOverHoles) {
   report("holes, eager reuse", c, cc);
   const Allocation& al = cc.allocation;
   EXPECT_EQ(al.live_peak, 1 + 32 + 32);  // const.one, the kept inputs, then dead -> t -> z
-  EXPECT_EQ(field_pairs(al), al.live_peak);
+  EXPECT_EQ(field_channels(al), al.live_peak);
   int scattered = 0;
   for (const auto& v : al.bit_channel) scattered += !v.empty();
   EXPECT_GE(scattered, 1);

@@ -150,8 +150,8 @@ TEST(RamState, ReadRamGivesExactlyTheWrittenRows) {
   }
 }
 
-// The recorded placement is where emit() put the RAM: every data bit's rails feed
-// the value channels the placement names (U from the bit's 1 and 0 rails), and the
+// The recorded placement is where emit() put the RAM: every data bit's channel feeds
+// the value channel pair the placement names (U·d and U·(1 - d)), and the
 // key rows come from the write address.
 TEST(RamState, PlacementIsWhereTheWeightsPutTheRam) {
   StateCircuit sc;
@@ -175,16 +175,21 @@ TEST(RamState, PlacementIsWhereTheWeightsPutTheRam) {
       for (int b = 0; b < def.width; ++b) {
         const std::int64_t h = rep.first_value_head + b / p.bits_per_head, ch = 2 * (b % p.bits_per_head);
         const std::int64_t row = 2 * kq + h * dv + ch;
-        EXPECT_EQ(weight(g.in_proj_qkv, row, cc.allocation.rail(def.wr_data[b])), kValueUnit) << p.name << " " << b;
-        EXPECT_EQ(weight(g.in_proj_qkv, row + 1, cc.allocation.rail(!def.wr_data[b])), kValueUnit);
+        // U·d = U/2·x + U/2 and U·(1 - d) = -U/2·x + U/2 from the bit's channel x = ±1.
+        const Bit d = def.wr_data[b];
+        const double half = d.neg ? -kValueUnit / 2 : kValueUnit / 2;
+        EXPECT_EQ(weight(g.in_proj_qkv, row, cc.allocation.channel(d)), half) << p.name << " " << b;
+        EXPECT_EQ(weight(g.in_proj_qkv, row + 1, cc.allocation.channel(d)), -half);
         ++checked;
       }
-      // Key row i of the replica's key head: A on each write-address rail that matches i.
+      // Key row i of the replica's key head: A·[address bit j matches i], so +A/2 on the
+      // bit's channel where i has a 1 and -A/2 where it has a 0 (the addresses are plain bits).
       const std::int64_t key_head = rep.first_value_head / r;
       for (int i = 0; i < def.rows; i += 13)
         for (std::size_t j = 0; j < def.wr_addr.size(); ++j) {
-          const Bit rail = ((i >> j) & 1) ? def.wr_addr[j] : !def.wr_addr[j];
-          EXPECT_EQ(weight(g.in_proj_qkv, kq + key_head * dk + i, cc.allocation.rail(rail)), kGain);
+          ASSERT_FALSE(def.wr_addr[j].neg);
+          EXPECT_EQ(weight(g.in_proj_qkv, kq + key_head * dk + i, cc.allocation.channel(def.wr_addr[j])),
+                    ((i >> j) & 1) ? kGain / 2 : -kGain / 2);
         }
     }
   }

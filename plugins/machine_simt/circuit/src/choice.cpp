@@ -79,13 +79,18 @@ sdk::Expected<weights::SparseMatrix> record_unembedding(const NextToken& next, c
     }
     const auto n = static_cast<double>(tb.bits.size() - 1);  // field bits (the kind bit is first)
     if (n >= kChoiceKindWeight) return sdk::internal_error("record unembedding: a kind has more field bits than W");
-    const Bit kind = tb.bits[0].first;
-    m.add(t, a.rail(kind), alpha * kChoiceKindWeight);
+    double bias = -alpha * n;
+    const auto term = [&](Bit bit, double w) {
+      const weights::BitRead r = weights::read_bit(a, bit, w);
+      m.add(t, r.channel, r.weight);
+      bias += r.bias;
+    };
+    term(tb.bits[0].first, alpha * kChoiceKindWeight);
     for (std::size_t i = 1; i < tb.bits.size(); ++i) {
       const auto& [bit, value] = tb.bits[i];
-      m.add(t, a.rail(value ? bit : !bit), alpha);
+      term(value ? bit : !bit, alpha);
     }
-    if (n > 0) m.add(t, a.const_hi, -alpha * n / weights::kConstHi);
+    if (bias != 0) m.add(t, a.const_hi, bias / weights::kConstHi);
   }
   return m.build();
 }

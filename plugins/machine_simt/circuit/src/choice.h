@@ -2,8 +2,9 @@
 // vocabulary read the sequencer's NextToken fields (docs/MACHINE_CIRCUIT.md §5).
 //
 // For a generated token t with n_t field bits:
-//   logit(t) = α · (W·[kind rail of t] + Σ_i [rail of bit i matches t_i] − n_t)
-// (the −n_t through the constant channel), W = max n_t + 1. The token whose
+//   logit(t) = α · (W·[kind bit of t] + Σ_i [bit i matches t_i] − n_t)
+// (each [·] read as (1 ± x)/2 from the bit's channel, the constants through the
+// constant channel), W = max n_t + 1. The token whose
 // fields are in the residual scores α·W; a token of the same kind with k wrong
 // bits α·(W − k); a token of another kind at most 0. Rows the model never
 // generates (RUN, LAUNCH, ROM, LIVE, reserved rows) score −α·W·2 whatever the
@@ -24,15 +25,15 @@ namespace qgpu::simt::circuit {
 // NextToken's bit values for a token (offset from the machine's first row);
 // false for rows the model never generates.
 struct TokenBits {
-  std::vector<std::pair<weights::Bit, bool>> bits;  // kind rail (true) and every field bit of the kind
+  std::vector<std::pair<weights::Bit, bool>> bits;  // kind bit (true) and every field bit of the kind
 };
 bool generated_token_bits(const NextToken& next, std::int64_t offset, TokenBits& out);
 
 inline constexpr int kChoiceKindWeight = 17;  // W: one more than the widest kind's field bits (DATA: 16)
 
 // The machine's unembedding rows: vocabulary_rows() × hidden, in units where
-// the residual holds normalized rails (a 1 bit reads 1 on its positive rail,
-// the constant channel 16). `alpha` must be a power of two.
+// the residual is normalized (a bit's channel reads +1 for 1 and -1 for 0, the
+// constant channel kConstHi). `alpha` must be a power of two.
 sdk::Expected<weights::SparseMatrix> record_unembedding(const NextToken& next, const weights::Allocation& a,
                                                         double alpha);
 

@@ -1,11 +1,11 @@
 // A circuit: named residual fields plus the operations that compute them.
 //
-// The residual stream is a space of named dual-rail fields (owner/field/bit),
-// never raw channel indices: a bit b lives in a pair of channels (b, 1-b), so
-// NOT is free (swap the rails) and every pair contributes exactly 1 to the
-// sum of squares whatever its value (docs/CIRCUITS.md, "residual norm"). A
-// computed field starts as the placeholder (0, 1) in every token's embedding
-// and is written once, as (+y, -y), by one operation. Channel indices are
+// The residual stream is a space of named bit fields (owner/field/bit), never
+// raw channel indices: a bit b lives on one channel as +u (1) or -u (0), so
+// every bit contributes exactly u^2 to the sum of squares whatever its value
+// (docs/CIRCUITS.md, "residual norm") and NOT is free (an affine read: 1 - b).
+// A computed field starts as the placeholder 0 (-u) in every token's embedding
+// and is written once, by +2y·u, by one operation. Channel indices are
 // assigned only at the end, by allocate() in compile.h.
 //
 // Operations are MLP neuron groups (threshold logic in SwiGLU) and Gated
@@ -23,8 +23,7 @@
 
 namespace qgpu::weights {
 
-// One bit of a field, read through its positive rail (neg = false) or its
-// negative rail (neg = true, i.e. the NOT of the bit).
+// One bit of a field, read as itself (neg = false) or as its NOT (neg = true).
 struct Bit {
   int field = -1;
   int bit = 0;
@@ -68,7 +67,7 @@ struct Affine {
 };
 
 // One SwiGLU neuron: its output silu(gate)·up is added to each `down` bit with
-// the given weight (in bit units: +w on the bit's positive rail, -w on its negative).
+// the given weight (in bit units: the bit's value changes by w·output; NOT b's by w).
 struct Neuron {
   Affine gate;
   Affine up;
@@ -80,7 +79,8 @@ struct MlpOp {
 };
 
 // A named RAM held in Gated DeltaNet state: `rows` rows of `width` bits, each
-// bit stored dual-rail; one write port, read ports anywhere (each read port is
+// bit stored in the state as the pair (b, 1-b) (a dual-rail row: its read magnitude
+// does not depend on the data, docs/CIRCUITS.md §3); one write port, read ports anywhere (each read port is
 // a replica in some layer, written by the same tokens as every other replica).
 struct Ram {
   std::string owner;
@@ -119,7 +119,7 @@ struct Op {
   bool is_mlp = true;
   MlpOp mlp;
   GdnOp gdn;
-  std::vector<Bit> reads;   // bits this op needs (deduplicated, rails ignored)
+  std::vector<Bit> reads;   // bits this op needs (deduplicated, negation ignored)
   std::vector<Bit> writes;  // bits this op writes
   int overwrites = -1;      // field whose slot this op overwrites (clear/overwrite), or -1
 };
@@ -134,7 +134,7 @@ class Circuit {
   sdk::Expected<Word> input(const std::string& owner, const std::string& name, int width);
   // A placeholder field that exactly one operation writes.
   sdk::Expected<Word> computed(const std::string& owner, const std::string& name, int width);
-  // The constant 1 (a dual-rail pair fixed at (1, 0)); !one() is the constant 0.
+  // The constant 1 (a channel fixed at +u); !one() is the constant 0.
   Bit one() const { return Bit{0, 0, false}; }
   Bit zero() const { return Bit{0, 0, true}; }
 
@@ -201,7 +201,7 @@ class Circuit {
   std::vector<Word> one_hot_;  // groups declared one-hot (declare_one_hot)
 };
 
-// The constant word v, bit 0 first: rails of the constant-one field (no channels, no ops).
+// The constant word v, bit 0 first: the constant-one bit and its NOT (no channels, no ops).
 inline Word constant_word(const Circuit& c, std::uint64_t v, int width) {
   Word w;
   for (int i = 0; i < width; ++i) w.push_back(((v >> i) & 1) ? c.one() : c.zero());

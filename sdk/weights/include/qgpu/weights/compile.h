@@ -44,12 +44,12 @@ struct Target {
   bool mute_channel = false;
   double mute_gain = 0x1p100;
   // With mute_channel: the mute channel's residual index (-1: channel 1, after the
-  // bias channel). Every other channel moves by a pair-preserving permutation.
+  // bias channel). Every other channel keeps its order around it.
   int mute_index = -1;
   // Liveness-based channel reuse (docs/CIRCUITS.md §4): when the fields do not all
   // fit the residual at once, a dead field's channels go to a later field, after
   // clear neurons (1 per bit) inserted into an MLP between its last reader and
-  // the next writer return them to the placeholder (0, 1).
+  // the next writer return them to the placeholder 0 (-u).
   bool reuse_channels = true;
   // With reuse on: reuse dead channels even when fresh ones are left (minimises
   // the peak, costs clear neurons). Off: reuse only when the circuit would not fit.
@@ -92,38 +92,55 @@ struct LiveRange {
 // Per field (an alias gets its slot's range).
 std::vector<LiveRange> live_ranges(const Circuit& circuit, const Target& target, const Schedule& schedule);
 
-// A slot cleared back to the placeholder (0, 1): one neuron per bit, silu(K(2x-1))
-// into the rails with -u/K, in the MLP of `layer` (ungated: a slot holding 0 gets 0).
+// A slot cleared back to the placeholder 0 (-u): one neuron per bit, silu(K(2x-1))
+// into its channel with -2u/K, in the MLP of `layer` (ungated: a slot holding 0 gets 0).
 struct ChannelClear {
   int field = -1;  // a field of the slot (the dumps name its last alias)
   int layer = 0;
 };
 
-// Residual channels of every field: bit b of field f has its positive rail at
-// field_base[f] + 2b (or bit_channel[f][b]) and its negative rail at + 1
-// (aliases share their root's).
+// Residual channels of every field: bit b of field f lives on one channel,
+// field_base[f] + b (or bit_channel[f][b]), holding +u for 1 and -u for 0
+// (aliases share their root's). Every bit thus adds exactly u^2 to the sum of
+// squares whatever its value, and after the input norm it reads as x = +-1:
+// b = (1 + x) / 2 and NOT b = (1 - x) / 2 (docs/CIRCUITS.md, "residual norm").
 // With channel reuse, fields whose live ranges do not overlap share channels.
 struct Allocation {
   std::int64_t hidden_size = 0;
-  int const_hi = 0;  // channel holding normalized 16 (biases)
+  int const_hi = 0;  // channel holding normalized kConstHi (biases)
   int mute = -1;     // mute channel or -1
   std::vector<int> field_base;
   std::vector<int> pad_channel;
   std::vector<double> pad_value;  // normalized
   int channels_used = 0;
   std::vector<ChannelClear> clears;  // channel reuse: where dead slots are cleared
-  int live_peak = 0;                 // most dual-rail bits live at once (0 if not computed)
-  // Channel reuse may scatter a field over free pairs: then bit_channel[f][b] is bit b's
-  // positive rail (empty for contiguous fields; the whole vector is empty when none is scattered).
+  int live_peak = 0;                 // most bits (channels) live at once (0 if not computed)
+  // Channel reuse may scatter a field over free channels: then bit_channel[f][b] is bit b's
+  // channel (empty for contiguous fields; the whole vector is empty when none is scattered).
   std::vector<std::vector<int>> bit_channel;
-  int rail(Bit b) const {
+  int channel(Bit b) const {
     if (static_cast<std::size_t>(b.field) < bit_channel.size() && !bit_channel[b.field].empty())
-      return bit_channel[b.field][b.bit] + (b.neg ? 1 : 0);
-    return field_base[b.field] + 2 * b.bit + (b.neg ? 1 : 0);
+      return bit_channel[b.field][b.bit];
+    return field_base[b.field] + b.bit;
   }
 };
 
-inline constexpr double kConstHi = 16;  // normalized value of the bias channel
+// w times bit b's 0/1 value, read from the normalized residual: a weight on the
+// bit's channel plus a constant (normalized units) that the caller adds through
+// the constant channels.
+struct BitRead {
+  int channel = 0;
+  double weight = 0;
+  double bias = 0;
+};
+inline BitRead read_bit(const Allocation& a, Bit b, double w) {
+  return BitRead{a.channel(b), b.neg ? -w / 2 : w / 2, w / 2};
+}
+// The weight on b's channel that changes b's 0/1 value by w (in units of u):
+// its channel moves by 2w·u (NOT b: by -2w·u).
+inline double write_weight(Bit b, double w) { return b.neg ? -2 * w : 2 * w; }
+
+inline constexpr double kConstHi = 1;  // normalized value of the bias channel
 
 sdk::Expected<Schedule> schedule(const Circuit& circuit, const Target& target);
 // Checks a (possibly loaded or hand-edited) schedule: every op after its inputs,
@@ -196,7 +213,7 @@ sdk::Expected<Allocation> load_allocation(const Circuit& circuit, const Target& 
 std::vector<float> embed(const Circuit& circuit, const Allocation& allocation,
                          const std::vector<std::pair<Word, std::uint64_t>>& values);
 // Reads a word back from a residual; `exact` (if given) becomes false when any
-// rail pair is not exactly (u, 0) or (0, u).
+// bit's channel is not exactly +u or -u.
 std::uint64_t read_word(const Allocation& allocation, const std::vector<float>& x, const Word& word,
                         bool* exact = nullptr);
 
