@@ -1654,7 +1654,8 @@ class Lowerer {
         const Unit u = op_info(s.in.op).unit;
         const bool reads = u == kUnitLoad || u == kUnitAtomic, writes_mem = u == kUnitStore || u == kUnitAtomic;
         const bool addr_tainted = (tainted >> s.in.a) & 1;
-        const bool fits = static_cast<int>(chunks.back().slots.size()) < cfg_.block_instructions &&
+        const int at = static_cast<int>(chunks.back().slots.size());
+        const bool fits = at < cfg_.block_instructions &&
                           !(reads && (writes > 0 || loads >= kMaxLoadsPerBlock || addr_tainted)) &&
                           !(writes_mem && writes >= kMaxWritesPerBlock);
         if (!fits) {
@@ -1665,6 +1666,9 @@ class Lowerer {
           loads = writes = 0;
           tainted = 0;
         }
+        if (u == kUnitMul)  // the multiplier is in the last slot only: nops before it
+          while (static_cast<int>(chunks.back().slots.size()) < cfg_.block_instructions - 1)
+            chunks.back().slots.push_back(Slot{});
         chunks.back().slots.push_back(s);
         loads += reads;
         writes += writes_mem;

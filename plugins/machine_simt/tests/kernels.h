@@ -173,11 +173,13 @@ inline sdk::KernelIR dot_guarded_kernel() {
 
 // out[i] = x[i] + __shfl_sync(0xf, x[i], 2, 4): the add overwrites the shuffle's source
 // register in the block that exits, so exiting lanes write back a register only because a
-// shuffle reads it (PROTOCOL.md §3.3, the `LIVE exited` row).
+// shuffle reads it (PROTOCOL.md §3.3, the `LIVE exited` row). i = ctaid·8 + tid (blocks of at
+// most 8 threads) without a multiply, which would end its block (docs/ISA.md §6) and move the
+// shuffle out of the exiting block.
 inline sdk::KernelIR shfl_add_kernel() {
   IrBuilder b("shfl_add");
   const sdk::ValueId px = b.ptr_param("x"), pout = b.ptr_param("out");
-  const sdk::ValueId i = b.global_index();
+  const sdk::ValueId i = b.bin(sdk::Opcode::kAdd, b.bin(sdk::Opcode::kShl, b.ctaid(), b.c32(3)), b.tid());
   const sdk::ValueId v = b.load(b.element(px, i));
   b.store(b.element(pout, i), b.bin(sdk::Opcode::kAdd, v, b.shfl(sdk::ShflMode::kIdx, v, b.c32(2), 4)));
   b.ret();

@@ -79,6 +79,24 @@ TEST(ModelRun, EngineAndDtypeOptions) {
   ASSERT_FALSE(r);
   EXPECT_EQ(r.status().code(), sdk::ErrorCode::kInvalidArgument);
   EXPECT_EQ(r.status().message(), "dtype 'f16' is not one of f32, bf16");
+  // The lowering puts a multiply last in its block, the one slot with a multiplier; a program
+  // with one elsewhere is refused by name before anything runs.
+  o.dtype = "f32";
+  Program moved = *p;
+  bool found = false;
+  for (MachineBlock& b : moved.blocks)
+    for (std::size_t i = 0; i < b.slots.size() && !found; ++i)
+      if (b.slots[i].in.op == Op::kMul || b.slots[i].in.op == Op::kMad) {
+        ASSERT_EQ(i, b.slots.size() - 1) << b.label;
+        ASSERT_EQ(i, 3u) << b.label;
+        std::swap(b.slots[0], b.slots[i]);
+        found = true;
+      }
+  ASSERT_TRUE(found);
+  r = run_on_circuit(moved, c.args, o);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.status().message().find("in slot 0, the circuit multiplies only in slot 3"), std::string::npos)
+      << r.status().message();
 }
 
 // After the prompt alone, every array reads back as given (the initial contents).
@@ -245,13 +263,13 @@ void step_limit(const char* dtype) {
   auto p = lowered(c);
   ASSERT_TRUE(p);
   sdk::ModelRunOptions o = options(dtype);
-  o.max_tokens = 3;
+  o.max_tokens = 5;
   auto r = run_on_circuit(*p, c.args, o);
   ASSERT_FALSE(r);
   EXPECT_EQ(r.status().code(), sdk::ErrorCode::kLimitExceeded);
   EXPECT_NE(
       r.status().message().find(
-          "did not reach HALT within --max-tokens 3 generated tokens (last records: EXEC B0 w0 0b1111 | WREG w0 r1 "),
+          "did not reach HALT within --max-tokens 5 generated tokens (last records: EXEC B0 w0 0b1111 | WREG w0 r1 "),
       std::string::npos)
       << r.status().message();
 }

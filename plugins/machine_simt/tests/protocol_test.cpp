@@ -586,19 +586,21 @@ TEST(Protocol, DotProductPromptAndStream) {
   for (const Record& r : lr.prompt) std::cout << "  " << to_text(r) << "\n";
   std::cout << "[ protocol ] dot generated:\n";
   for (const Record& r : lr.generated) std::cout << "  " << to_text(r) << "\n";
-  // Derived by hand from docs/PROTOCOL.md's rules and the listing (B0: i and the guard, B1: the loads
-  // and the product, B2: the atomic, B3: exit; the same blocks as qgpu-host --dump-program on
-  // examples/dot.cu): i (r1) is live into B1 for lanes 0-2 and already 0 in lane 0; lane 3 leaves for
-  // B3, which the next EXEC does not imply; the products 4, 10, 18 (r1) are live into B2; the atomic
-  // writes out = word 6 (after a[3], b[3]); the block-end SCHED of B3's exited lanes is dead (HALT).
+  // Derived by hand from docs/PROTOCOL.md's rules and the listing (B0: i = ctaid·ntid + tid, the mad
+  // last in its block (the one multiplier slot, docs/ISA.md §6); B1: the guard; B2: the loads and the
+  // product; B3: the atomic; B4: exit; the same blocks as qgpu-host --dump-program on examples/dot.cu):
+  // i (r1) is live into B1 for every lane and already 0 in lane 0; lane 3 leaves for B4, which the next
+  // EXEC does not imply; the products 4, 10, 18 (r1) are live into B3; the atomic writes out = word 6
+  // (after a[3], b[3]); the block-end SCHED of B4's exited lanes is dead (HALT).
   const std::vector<std::string> want = {"EXEC B0 w0 0b1111",
-                                         "WREG w0 r1 0b0110 byte [1, 2]",
-                                         "SCHED w0 0b1000 running B3",
-                                         "EXEC B1 w0 0b0111",
-                                         "WREG w0 r1 0b0111 byte [4, 10, 18]",
+                                         "WREG w0 r1 0b1110 byte [1, 2, 3]",
+                                         "EXEC B1 w0 0b1111",
+                                         "SCHED w0 0b1000 running B4",
                                          "EXEC B2 w0 0b0111",
+                                         "WREG w0 r1 0b0111 byte [4, 10, 18]",
+                                         "EXEC B3 w0 0b0111",
                                          "WMEM global[6] byte [32]",
-                                         "EXEC B3 w0 0b1111",
+                                         "EXEC B4 w0 0b1111",
                                          "HALT"};
   std::vector<std::string> got;
   for (const Record& r : lr.generated) got.push_back(to_text(r));
@@ -608,28 +610,28 @@ TEST(Protocol, DotProductPromptAndStream) {
   for (std::int64_t id : *ids) std::cout << " " << id;
   std::cout << "\n";
   EXPECT_EQ(got, want);
-  EXPECT_EQ(lr.generated_tokens, 13);
+  EXPECT_EQ(lr.generated_tokens, 15);
   EXPECT_LE(lr.generated_tokens, 24);  // issue 5's aim
-  // Prompt: LAUNCH+1, CTA, 20 ROM rows x 5, 4 LIVE x 2, memory 7 words (2 runs), SCHED, RUN
+  // Prompt: LAUNCH+1, CTA, 25 ROM rows x 5, 5 LIVE x 2, memory 7 words (2 runs), SCHED, RUN
   // (no register records: the CTA token clears the register file).
   EXPECT_EQ(lr.prompt.front(), launch_record(4, 1));
   EXPECT_EQ(lr.prompt[1], cta_record(0));
   EXPECT_EQ(lr.prompt.back(), run_record());
   int rom = 0, live = 0;
   for (const Record& r : lr.prompt) rom += r.kind == RecordKind::kRom, live += r.kind == RecordKind::kLive;
-  EXPECT_EQ(rom, 4 * 5 * 2);
-  EXPECT_EQ(live, 4);
-  // Live-in sets by hand from the listing: i (r1) into B1, the product (r1) into B2; nothing at B0, B3.
+  EXPECT_EQ(rom, 5 * 5 * 2);
+  EXPECT_EQ(live, 5);
+  // Live-in sets by hand from the listing: i (r1) into B1 and B2, the product (r1) into B3; nothing at B0, B4.
   std::vector<std::uint32_t> live_masks;
   for (const Record& r : lr.prompt)
     if (r.kind == RecordKind::kLive) live_masks.push_back(r.values[0]);
-  EXPECT_EQ(live_masks, (std::vector<std::uint32_t>{0u, 1u << 1, 1u << 1, 0u}));
+  EXPECT_EQ(live_masks, (std::vector<std::uint32_t>{0u, 1u << 1, 1u << 1, 1u << 1, 0u}));
   // Memory: a, b, out in order from word 0, in two byte-format runs.
   std::vector<std::string> mem;
   for (const Record& r : lr.prompt)
     if (r.kind == RecordKind::kWmem) mem.push_back(to_text(r));
   EXPECT_EQ(mem, (std::vector<std::string>{"WMEM global[0..3] byte [1, 2, 3, 4]", "WMEM global[4..6] byte [5, 6, 0]"}));
-  EXPECT_EQ(lr.prompt_tokens, 139);
+  EXPECT_EQ(lr.prompt_tokens, 171);
 }
 
 TEST(Protocol, StreamsOfOtherKernelsReplayExactly) {

@@ -47,7 +47,7 @@ class Builder {
   Machine m_;
   Bit en_;
   std::vector<Memory> mem_;  // per slot
-  Bit last_mul_;             // the previous slot's last multiplier bit
+  Bit last_mul_;             // the multiplier's last bit (slot kMulSlot)
   Bit reads_after_;          // the bit the last slot's operand reads wait for (the terminator's too)
 };
 
@@ -91,8 +91,9 @@ sdk::Expected<Bit> Builder::late_enable(const std::string& name, Bit after) {
   return (*late)[0];
 }
 
-// Slot s: operands (bypass from the earlier slots), ALU + multiplier + memory on
-// the same operands, their results added.
+// Slot s: operands (bypass from the earlier slots), ALU + memory (+ the multiplier in
+// slot kMulSlot, the only slot a block may multiply in) on the same operands, their
+// results added.
 sdk::Status Builder::slot(int s) {
   const SlotFields& f = m_.fd.slot[static_cast<std::size_t>(s)];
   const std::string so = "s" + std::to_string(s);
@@ -123,24 +124,29 @@ sdk::Status Builder::slot(int s) {
   AluOut alu;
   QGPU_RETURN_IF_ERROR(take(build_alu(c_, ai), alu));
 
-  MulIn mi;
-  mi.owner = "mul." + so;
-  mi.enable = en_;
-  mi.is_mul = f.opcode[static_cast<int>(Op::kMul)];
-  mi.is_mad = f.opcode[static_cast<int>(Op::kMad)];
-  mi.a = ops.a;
-  mi.b = ops.b;
-  mi.c = ops.c;
+  const bool has_mul = s == kMulSlot;
   MulOut mul;
-  QGPU_RETURN_IF_ERROR(take(build_mul(c_, mi), mul));
+  if (has_mul) {
+    MulIn mi;
+    mi.owner = "mul." + so;
+    mi.enable = en_;
+    mi.is_mul = f.opcode[static_cast<int>(Op::kMul)];
+    mi.is_mad = f.opcode[static_cast<int>(Op::kMad)];
+    mi.a = ops.a;
+    mi.b = ops.b;
+    mi.c = ops.c;
+    QGPU_RETURN_IF_ERROR(take(build_mul(c_, mi), mul));
+  }
 
   MemoryIn me;
   me.owner = "mem." + so;
   me.enable = en_;
   if (s > 0) {
     // The unit's opcode-only work would otherwise sit in the residual from decode on:
-    // its enable (exec.is, recomputed) waits for the bit the operand reads wait for.
-    QGPU_RETURN_IF_ERROR(take(late_enable("mem.late" + so, last_mul_), me.enable));
+    // its enable (exec.is, recomputed) waits for the multiplier right before it, or for
+    // the bit the operand reads wait for.
+    const Bit after = s == kMulSlot + 1 ? last_mul_ : reads_after_;
+    QGPU_RETURN_IF_ERROR(take(late_enable("mem.late" + so, after), me.enable));
   }
   me.opcode = f.opcode;
   me.shared = f.flags[0];
@@ -152,7 +158,7 @@ sdk::Status Builder::slot(int s) {
   Memory mem;
   QGPU_RETURN_IF_ERROR(take(build_memory(c_, m_.memory, me), mem));
   mem_.push_back(mem);
-  last_mul_ = mul.d[kProtoLanes - 1][31];
+  if (has_mul) last_mul_ = mul.d[kProtoLanes - 1][31];
 
   // The shuffle unit's last MLP adds the other units' results: its d is the slot's value.
   ShuffleIn si;
@@ -163,7 +169,10 @@ sdk::Status Builder::slot(int s) {
   si.lanes = m_.fd.exec_lanes;
   si.a = ops.a;
   si.b = ops.b;
-  for (int l = 0; l < kProtoLanes; ++l) si.also_add[l] = {alu.d[l], mul.d[l], mem.lane[l].loaded};
+  for (int l = 0; l < kProtoLanes; ++l) {
+    si.also_add[l] = {alu.d[l], mem.lane[l].loaded};
+    if (has_mul) si.also_add[l].push_back(mul.d[l]);
+  }
   ShuffleOut sh;
   QGPU_RETURN_IF_ERROR(take(build_shuffle(c_, si), sh));
   MachineSlot& out = m_.slot[static_cast<std::size_t>(s)];

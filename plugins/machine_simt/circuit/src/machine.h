@@ -45,6 +45,11 @@
 namespace qgpu::simt::circuit {
 
 inline constexpr int kMachineSlots = 4;  // instruction slots per block (the terminator is slot 4)
+// The one slot with a multiplier: the lowering puts a block's multiply (mul, mad) last
+// (docs/ISA.md §6). Slot 3 carries the earlier slots' values for its bypass, but in a
+// model run what it needs of them dies early, and a multiply last in its block keeps
+// the load-then-multiply pattern in one block (the dot product: 22 generated tokens).
+inline constexpr int kMulSlot = kMachineSlots - 1;
 
 // The residual width the assembled machine compiles to today: its live peak is ~2,900
 // dual-rail bits (docs/MACHINE_CIRCUIT.md §8), so it does not fit Qwen3.5-2B's 2,048
