@@ -51,9 +51,10 @@ inline constexpr int kMachineSlots = 4;  // instruction slots per block (the ter
 // the load-then-multiply pattern in one block (the dot product: 22 generated tokens).
 inline constexpr int kMulSlot = kMachineSlots - 1;
 
-// The residual width the assembled machine compiles to today: its live peak is ~2,900
-// dual-rail bits (docs/MACHINE_CIRCUIT.md §8), so it does not fit Qwen3.5-2B's 2,048
-// channels yet; every other shape is the base's.
+// The residual width the assembled machine compiles to today: its live peak is ~2,500
+// bits, one channel each (docs/MACHINE_CIRCUIT.md §8), so it does not fit Qwen3.5-2B's
+// 2,048 channels yet; at 16,384 every field has channels of its own (no clears). Every
+// other shape is the base's.
 inline constexpr std::int64_t kMachineHidden = 16384;
 
 // One instruction slot after it ran.
