@@ -1666,7 +1666,7 @@ class Lowerer {
           loads = writes = 0;
           tainted = 0;
         }
-        if (u == kUnitMul)  // the multiplier is in the last slot only: nops before it
+        if (u == kUnitMul || writes_mem)  // the multiplier and the memory write are in the last slot only
           while (static_cast<int>(chunks.back().slots.size()) < cfg_.block_instructions - 1)
             chunks.back().slots.push_back(Slot{});
         chunks.back().slots.push_back(s);

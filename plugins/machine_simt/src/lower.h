@@ -15,8 +15,8 @@ namespace qgpu::simt {
 // Block rules the circuit relies on (docs/ISA.md "Block rules"): at most this
 // many loads per block; at most one store or atomic, after every load; no
 // load address computed from a load of the same block; a multiply (mul, mad)
-// only in the block's last slot (the one slot with a multiplier; nops pad the
-// slots before it).
+// and a memory write (st, atom.*) only in the block's last slot (the one slot
+// with a multiplier and a writing memory unit; nops pad the slots before it).
 inline constexpr int kMaxLoadsPerBlock = 2;
 inline constexpr int kMaxWritesPerBlock = 1;
 

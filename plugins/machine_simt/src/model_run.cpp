@@ -197,13 +197,19 @@ sdk::Expected<std::unique_ptr<CircuitRun>> CircuitRun::start(const Program& prog
     s->expected = std::move(*ids);
     s->expected_arrays = std::move(lr->result.arrays);
   }
-  for (std::size_t b = 0; b < program.blocks.size(); ++b)  // the one multiplier (docs/ISA.md §6)
-    for (std::size_t i = 0; i < program.blocks[b].slots.size(); ++i)
-      if (op_info(program.blocks[b].slots[i].in.op).unit == kUnitMul && static_cast<int>(i) != circuit::kMulSlot)
+  // The one multiplier and the one writing memory unit (docs/ISA.md §6).
+  for (std::size_t b = 0; b < program.blocks.size(); ++b)
+    for (std::size_t i = 0; i < program.blocks[b].slots.size(); ++i) {
+      const Unit u = op_info(program.blocks[b].slots[i].in.op).unit;
+      const bool mul = u == kUnitMul, write = u == kUnitStore || u == kUnitAtomic;
+      const int want = mul ? circuit::kMulSlot : circuit::kMemWriteSlot;
+      if ((mul || write) && static_cast<int>(i) != want)
         return sdk::unsupported("--engine circuit: block B" + std::to_string(b) + " (" + program.blocks[b].label +
                                 ") has " + std::string(op_info(program.blocks[b].slots[i].in.op).mnemonic) +
-                                " in slot " + std::to_string(i) + ", the circuit multiplies only in slot " +
-                                std::to_string(circuit::kMulSlot) + " (docs/ISA.md §6)");
+                                " in slot " + std::to_string(i) + ", the circuit " +
+                                (mul ? "multiplies" : "writes memory") + " only in slot " + std::to_string(want) +
+                                " (docs/ISA.md §6)");
+    }
   auto x = compiled_machine(options);
   if (!x) return x.status();
   s->x = *x;

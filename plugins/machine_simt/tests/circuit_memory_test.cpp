@@ -46,7 +46,7 @@ struct Compiled {
   int input_bits = 0;
   bool ok = false;
 
-  explicit Compiled(MemoryLayout layout) {
+  explicit Compiled(MemoryLayout layout, bool writes = true) {
     auto in = [&](const std::string& owner, const std::string& name, int width) {
       auto w = c.input(owner, name, width);
       EXPECT_TRUE(w.has_value()) << w.status().to_string();
@@ -77,6 +77,7 @@ struct Compiled {
     mi.opcode = opcode;
     mi.shared = shared;
     mi.imm = imm;
+    mi.writes = writes;
     auto m = circuit::build_memory(c, layout, rec, mi);
     EXPECT_TRUE(m.has_value()) << m.status().to_string();
     if (!m) return;
@@ -511,6 +512,46 @@ void run_silent(MemoryLayout layout, const char* name) {
     EXPECT_EQ(run.wrong, 0);
     EXPECT_EQ(run.inexact, 0);
   }
+}
+
+// A loads-only unit (MemoryIn::writes = false, the machine's slots 0-2: the block's memory
+// write is in its last slot, docs/ISA.md §6): ld is exact under every lane mask; a store or an
+// atomic there reads and writes nothing (outputs 0, memory unchanged); no lane chain: 4 layers with
+// the records stage (layer 0), kProtocol reading lanes 2-3 in the Gated DeltaNet of layer 3.
+void run_loads_only() {
+  static const Compiled* k = new Compiled(MemoryLayout::kProtocol, /*writes=*/false);
+  ASSERT_TRUE(k->ok);
+  print_cost(*k, "protocol, loads only");
+  EXPECT_LE(k->cc.schedule.num_layers, 4);
+  for (DType dt : {DType::kF32, DType::kBF16}) {
+    Run run(*k, dt);
+    std::mt19937_64 rng(31);
+    write_image(run, rng);
+    int leaked = 0, n = 0;
+    for (int rep = 0; rep < 4; ++rep)
+      for (unsigned lanes = 0; lanes < 16; ++lanes) {
+        run.exec(make_exec(Op::kLd, lanes, static_cast<int>(rng() % 4), run, rng), true,
+                 std::string(weights::dtype_name(dt)));
+        const Op w = kBuilt[1 + rng() % (std::size(kBuilt) - 1)];  // a store or an atomic
+        ASSERT_NE(w, Op::kLd);
+        auto y = run.step(run.exec_inputs(make_exec(w, lanes, static_cast<int>(rng() % 4), run, rng), true));
+        for (const circuit::MemoryLane& ln : k->mem.lane) {
+          for (const weights::Word* o : {&ln.loaded, &ln.value, &ln.ld_value})
+            leaked += weights::read_word(k->cc.allocation, y, *o) != 0;
+          leaked += weights::read_word(k->cc.allocation, y, weights::Word{ln.writes}) != 0;
+        }
+        n += 2;
+      }
+    read_back(run, dt);  // the stores and atomics changed nothing
+    std::printf("[ loads only %s ] %d EXEC tokens, %d words checked, %d wrong, %d inexact, %d nonzero outputs\n",
+                std::string(weights::dtype_name(dt)).c_str(), n, run.checked, run.wrong, run.inexact, leaked);
+    EXPECT_EQ(run.wrong, 0);
+    EXPECT_EQ(run.inexact, 0);
+    EXPECT_EQ(leaked, 0);
+  }
+}
+TEST(CircuitMemory, LoadsOnlyUnitLoadsAndNeverWrites) {
+  run_loads_only();
 }
 
 TEST(CircuitMemory, SupportedOpcodes) {

@@ -97,6 +97,21 @@ TEST(ModelRun, EngineAndDtypeOptions) {
   ASSERT_FALSE(r);
   EXPECT_NE(r.status().message().find("in slot 0, the circuit multiplies only in slot 3"), std::string::npos)
       << r.status().message();
+  // Likewise the atomic, the block's memory write, moved out of the last slot.
+  moved = *p;
+  found = false;
+  for (MachineBlock& b : moved.blocks)
+    for (std::size_t i = 0; i < b.slots.size() && !found; ++i)
+      if (is_atomic(b.slots[i].in.op)) {
+        ASSERT_EQ(i, 3u) << b.label;
+        std::swap(b.slots[0], b.slots[i]);
+        found = true;
+      }
+  ASSERT_TRUE(found);
+  r = run_on_circuit(moved, c.args, o);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.status().message().find("in slot 0, the circuit writes memory only in slot 3"), std::string::npos)
+      << r.status().message();
 }
 
 // After the prompt alone, every array reads back as given (the initial contents).

@@ -148,6 +148,7 @@ sdk::Status Builder::slot(int s) {
     const Bit after = s == kMulSlot + 1 ? last_mul_ : reads_after_;
     QGPU_RETURN_IF_ERROR(take(late_enable("mem.late" + so, after), me.enable));
   }
+  me.writes = s == kMemWriteSlot;
   me.opcode = f.opcode;
   me.shared = f.flags[0];
   me.imm = f.imm;
@@ -277,10 +278,8 @@ sdk::Status Builder::outputs() {
   QGPU_RETURN_IF_ERROR(take(build_wb_analysis(c_, wi), m_.wb));
   m_.writes = m_.wb.slot;
 
-  // Memory writes: at most one slot of a block writes memory (ISA.md §6), so the
-  // per-slot words and values add exclusively. Folded slot by slot (acc_s = acc_{s-1} +
-  // slot s), so that each slot's memory outputs die right after the slot instead of
-  // waiting for the last one.
+  // Memory writes: only slot kMemWriteSlot's unit writes (ISA.md §6); its lanes' words
+  // and values gated by their write bits, and the space.
   const int wbits = 9;  // MemoryLayout::kProtocol: 512 words per space
   c_.push_enable(en_);
   sdk::Status st = [&]() -> sdk::Status {
@@ -289,7 +288,7 @@ sdk::Status Builder::outputs() {
     const weights::Affine one{{}, 1};
     Word acc;  // per lane: writes, word (wbits), value (32); then shared
     const int lane_bits = 1 + wbits + 32;
-    for (int s = 0; s < kMachineSlots; ++s) {
+    for (int s : {kMemWriteSlot}) {
       Word next;
       QGPU_RETURN_IF_ERROR(take(c_.computed("memw", "s" + std::to_string(s), kProtoLanes * lane_bits + 1), next));
       MlpBuilder op(c_);

@@ -50,6 +50,10 @@ inline constexpr int kMachineSlots = 4;  // instruction slots per block (the ter
 // model run what it needs of them dies early, and a multiply last in its block keeps
 // the load-then-multiply pattern in one block (the dot product: 22 generated tokens).
 inline constexpr int kMulSlot = kMachineSlots - 1;
+// The one slot whose memory unit writes (st, atom.*: the lane chain); the others load
+// only (no chain: 3-4 layers instead of 10). A block's write follows its reads anyway, so
+// the rule costs no tokens over the suite (docs/ISA.md §6).
+inline constexpr int kMemWriteSlot = kMachineSlots - 1;
 
 // The residual width the assembled machine compiles to today: its live peak is ~2,500
 // bits, one channel each (docs/MACHINE_CIRCUIT.md §8), so it does not fit Qwen3.5-2B's

@@ -222,16 +222,11 @@ sdk::Expected<Memory> build_memory(Circuit& c, const MemoryRams& rams, const Mem
     return weights::threshold(c, owner, name, std::move(t), 1);
   };
   std::vector<Op> reads_ops = atomics, writes_ops = atomics;
+  if (!in.writes) reads_ops.clear();  // loads only
   reads_ops.push_back(Op::kLd);
   writes_ops.push_back(Op::kSt);
   auto is_read = any_of("is_read", reads_ops);
-  auto is_write = any_of("is_write", writes_ops);
-  auto is_xs = any_of("is_exch_st", {Op::kSt, Op::kAtomExch});
-  auto is_mm = any_of("is_minmax", {Op::kAtomMin, Op::kAtomMax, Op::kAtomMinU, Op::kAtomMaxU});
-  auto is_atomic = any_of("is_atomic", atomics);
-  auto is_zop = any_of("is_add_logic", {Op::kAtomAdd, Op::kAtomAnd, Op::kAtomOr, Op::kAtomXor});
-  for (auto* e : {&is_read, &is_write, &is_xs, &is_mm, &is_atomic, &is_zop})
-    if (!*e) return e->status();
+  if (!is_read) return is_read.status();
 
   // --- Addresses (MLP 0-1) and read enables (MLP 1: the bank bits are in adder group 0).
   // Only the word address x >> 2 is kept (`word`); the group sums die in MLP 1.
@@ -284,6 +279,21 @@ sdk::Expected<Memory> build_memory(Circuit& c, const MemoryRams& rams, const Mem
     r[l] = *f;
     mem.lane[l].ld_value = r[l];
   }
+  if (!in.writes) {  // loads only: no lane chain, nothing written
+    for (int l = 0; l < kLanes; ++l) {
+      mem.lane[l].loaded = r[l];
+      mem.lane[l].writes = c.zero();
+      mem.lane[l].value = weights::constant_word(c, 0, 32);
+    }
+    return mem;
+  }
+  auto is_write = any_of("is_write", writes_ops);
+  auto is_xs = any_of("is_exch_st", {Op::kSt, Op::kAtomExch});
+  auto is_mm = any_of("is_minmax", {Op::kAtomMin, Op::kAtomMax, Op::kAtomMinU, Op::kAtomMaxU});
+  auto is_atomic = any_of("is_atomic", atomics);
+  auto is_zop = any_of("is_add_logic", {Op::kAtomAdd, Op::kAtomAnd, Op::kAtomOr, Op::kAtomXor});
+  for (auto* e : {&is_write, &is_xs, &is_mm, &is_atomic, &is_zop})
+    if (!*e) return e->status();
 
   // --- Same word: e[j][l] (j < l) = both active ∧ word_j == word_l. The low 5
   // word bits (x's group 0) are final a layer before the high ones: eq_lo =

@@ -61,6 +61,9 @@ struct MemoryIn {
   std::array<weights::Word, kProtoLanes> b;      // 32 bits: store value / atomic operand
   std::array<weights::Word, kProtoLanes> c;      // 32 bits: atom.cas new value
   std::string owner = "mem";  // field names: one owner per instance (a block may have 2 memory reads)
+  // false: a loads-only unit (the block's memory write is in another slot, docs/ISA.md §6):
+  // ld only, `loaded` is the read itself (no lane chain), `writes` and `value` are 0.
+  bool writes = true;
 };
 
 struct MemoryLane {
