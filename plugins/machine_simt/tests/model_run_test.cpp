@@ -79,39 +79,28 @@ TEST(ModelRun, EngineAndDtypeOptions) {
   ASSERT_FALSE(r);
   EXPECT_EQ(r.status().code(), sdk::ErrorCode::kInvalidArgument);
   EXPECT_EQ(r.status().message(), "dtype 'f16' is not one of f32, bf16");
-  // The lowering puts a multiply last in its block, the one slot with a multiplier; a program
-  // with one elsewhere is refused by name before anything runs.
+  // The lowering puts a multiply and a memory write last in their block, the one slot with a
+  // multiplier and a writing memory unit; a program with one elsewhere is refused by name before
+  // anything runs.
   o.dtype = "f32";
-  Program moved = *p;
-  bool found = false;
-  for (MachineBlock& b : moved.blocks)
-    for (std::size_t i = 0; i < b.slots.size() && !found; ++i)
-      if (b.slots[i].in.op == Op::kMul || b.slots[i].in.op == Op::kMad) {
-        ASSERT_EQ(i, b.slots.size() - 1) << b.label;
-        ASSERT_EQ(i, 3u) << b.label;
-        std::swap(b.slots[0], b.slots[i]);
-        found = true;
-      }
-  ASSERT_TRUE(found);
-  r = run_on_circuit(moved, c.args, o);
-  ASSERT_FALSE(r);
-  EXPECT_NE(r.status().message().find("in slot 0, the circuit multiplies only in slot 3"), std::string::npos)
-      << r.status().message();
-  // Likewise the atomic, the block's memory write, moved out of the last slot.
-  moved = *p;
-  found = false;
-  for (MachineBlock& b : moved.blocks)
-    for (std::size_t i = 0; i < b.slots.size() && !found; ++i)
-      if (is_atomic(b.slots[i].in.op)) {
-        ASSERT_EQ(i, 3u) << b.label;
-        std::swap(b.slots[0], b.slots[i]);
-        found = true;
-      }
-  ASSERT_TRUE(found);
-  r = run_on_circuit(moved, c.args, o);
-  ASSERT_FALSE(r);
-  EXPECT_NE(r.status().message().find("in slot 0, the circuit writes memory only in slot 3"), std::string::npos)
-      << r.status().message();
+  const auto refused_elsewhere = [&](bool (*pick)(Op), const std::string& want) {
+    Program moved = *p;
+    bool found = false;
+    for (MachineBlock& b : moved.blocks)
+      for (std::size_t i = 0; i < b.slots.size() && !found; ++i)
+        if (pick(b.slots[i].in.op)) {
+          EXPECT_EQ(i, 3u) << b.label;
+          std::swap(b.slots[0], b.slots[i]);
+          found = true;
+        }
+    ASSERT_TRUE(found) << want;
+    auto refused = run_on_circuit(moved, c.args, o);
+    ASSERT_FALSE(refused) << want;
+    EXPECT_NE(refused.status().message().find(want), std::string::npos) << refused.status().message();
+  };
+  refused_elsewhere([](Op op) { return op == Op::kMul || op == Op::kMad; },
+                    "in slot 0, the circuit multiplies only in slot 3");
+  refused_elsewhere([](Op op) { return is_atomic(op); }, "in slot 0, the circuit writes memory only in slot 3");
 }
 
 // After the prompt alone, every array reads back as given (the initial contents).
