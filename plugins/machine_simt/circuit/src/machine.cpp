@@ -21,6 +21,8 @@ using weights::Term;
 using weights::Word;
 
 constexpr int kBlockBits = 5;
+// The lane of the previous slot's memory chain whose load a slot's ROM reads wait for.
+constexpr int kFetchLane = kProtoLanes - 2;
 
 template <typename T>
 sdk::Status take(sdk::Expected<T> r, T& out) {
@@ -49,18 +51,26 @@ class Builder {
   std::vector<Memory> mem_;  // per slot
   Bit last_mul_;             // the multiplier's last bit (slot kMulSlot)
   Bit reads_after_;          // the bit the last slot's operand reads wait for (the terminator's too)
+  TermEarly term_;           // the terminator's opcode bits and targets, fetched at the start (control)
 };
 
 sdk::Status Builder::build() {
-  QGPU_RETURN_IF_ERROR(take(build_fetch_decode(c_, kMachineSlots + 1), m_.fd));
+  // The ROM is read slot by slot just before each slot runs (Builder::slot): only slot 0
+  // and the terminator's fields that control needs are fetched at the start.
+  QGPU_RETURN_IF_ERROR(take(build_fetch_rams(c_, kMachineSlots + 1), m_.fd));
   en_ = m_.fd.exec_is[0];
+  QGPU_RETURN_IF_ERROR(take(fetch_term_early(c_, m_.fd, kMachineSlots), term_));
+  QGPU_RETURN_IF_ERROR(fetch_slot(c_, m_.fd, 0, en_, "s0"));
+  // Every later slot's destination and writes bit (5 bits each) now: the write-back
+  // analysis's final bits and the sequencer's value window select depend on them, and
+  // the window's read ports (which hold the slots' values live until they run) go early.
+  for (int s = 1; s < kMachineSlots; ++s) QGPU_RETURN_IF_ERROR(fetch_dest_early(c_, m_.fd, s));
   ControlIn ci;
   ci.enable = en_;
   ci.warp = m_.fd.exec_warp;
   ci.lanes = m_.fd.exec_lanes;
-  const SlotFields& term = m_.fd.slot[kMachineSlots];
-  ci.term_opcode = term.opcode;
-  ci.term_imm = term.imm;
+  ci.term_opcode = term_.opcode;
+  ci.term_imm = term_.imm;
   auto stage = begin_control(c_, ci, m_.fd.records);
   if (!stage) return stage.status();
   m_.control = stage->control();
@@ -95,8 +105,32 @@ sdk::Expected<Bit> Builder::late_enable(const std::string& name, Bit after) {
 // slot kMulSlot, the only slot a block may multiply in) on the same operands, their
 // results added.
 sdk::Status Builder::slot(int s) {
-  const SlotFields& f = m_.fd.slot[static_cast<std::size_t>(s)];
   const std::string so = "s" + std::to_string(s);
+  Bit unit_en = en_;  // the enable of the slot's opcode decode and memory unit
+  if (s > 0) {
+    // The slot's ROM row is read just in time (docs/MACHINE_CIRCUIT.md §8.1): its enable
+    // (exec.is, recomputed) waits for the previous slot's memory unit's third lane, two
+    // layers before the bit this slot's register reads wait for, which leaves the operand
+    // match and keep bits their two MLPs. Its destination and writes bit were fetched at
+    // the start (build).
+    const Memory& pm = mem_.back();
+    Bit fetch_en;
+    QGPU_RETURN_IF_ERROR(take(late_enable("fetch.late" + so, pm.lane[kFetchLane].loaded[31]), fetch_en));
+    QGPU_RETURN_IF_ERROR(fetch_slot(c_, m_.fd, s, fetch_en, so, false));
+    // The reads wait for the previous slot's deepest unit (its memory unit's last lane,
+    // final one MLP before the slot's value; its multiplier ends earlier), so that each
+    // slot's 384 read bits live for one layer only instead of waiting through the memory
+    // unit's chain.
+    reads_after_ = pm.lane[kProtoLanes - 1].loaded[31];
+    // The units' enable (exec.is, recomputed) waits for the multiplier right before
+    // them, or for the bit the operand reads wait for: the memory unit's opcode-only work
+    // and the slot's opcode one-hot (decoded here, next to the operand select, not at the
+    // fetch) would otherwise sit in the residual from the fetch on.
+    const Bit after = s == kMulSlot + 1 ? last_mul_ : reads_after_;
+    QGPU_RETURN_IF_ERROR(take(late_enable("mem.late" + so, after), unit_en));
+    QGPU_RETURN_IF_ERROR(decode_ops(c_, m_.fd, s, unit_en, so));
+  }
+  const SlotFields& f = m_.fd.slot[static_cast<std::size_t>(s)];
   OperandsIn oi = operands_in(m_.fd, m_.regs, s);
   oi.ntid = m_.control.ntid;
   oi.ctaid = m_.control.ctaid;
@@ -105,14 +139,7 @@ sdk::Status Builder::slot(int s) {
     const MachineSlot& e = m_.slot[static_cast<std::size_t>(j)];
     oi.earlier.push_back(EarlierSlot{e.opcode, e.d, e.value});
   }
-  // The reads wait for the previous slot's deepest unit (its memory unit's last lane,
-  // final one MLP before the slot's value; its multiplier ends earlier), so that each
-  // slot's 384 read bits live for one layer only instead of waiting through the memory
-  // unit's chain.
-  if (s > 0) {
-    oi.after = mem_.back().lane[kProtoLanes - 1].loaded[31];
-    reads_after_ = *oi.after;
-  }
+  if (s > 0) oi.after = reads_after_;
   OperandsOut ops;
   QGPU_RETURN_IF_ERROR(take(build_operands(c_, oi), ops));
 
@@ -141,16 +168,10 @@ sdk::Status Builder::slot(int s) {
   MemoryIn me;
   me.owner = "mem." + so;
   me.enable = en_;
-  if (s > 0) {
-    // The unit's opcode-only work would otherwise sit in the residual from decode on:
-    // its enable (exec.is, recomputed) waits for the multiplier right before it, or for
-    // the bit the operand reads wait for.
-    const Bit after = s == kMulSlot + 1 ? last_mul_ : reads_after_;
-    QGPU_RETURN_IF_ERROR(take(late_enable("mem.late" + so, after), me.enable));
-  }
+  me.enable = unit_en;
   me.writes = s == kMemWriteSlot;
   me.opcode = f.opcode;
-  me.shared = f.flags[0];
+  me.shared = f.flag_bits[0];
   me.imm = f.imm;
   for (int l = 0; l < kProtoLanes; ++l) me.active[l] = m_.fd.exec_lanes[l];
   me.a = ops.a;
@@ -166,7 +187,7 @@ sdk::Status Builder::slot(int s) {
   si.owner = "shfl." + so;
   si.enable = en_;
   si.opcode = f.opcode;
-  si.flags = f.flags;
+  si.flags = f.flag_bits;
   si.lanes = m_.fd.exec_lanes;
   si.a = ops.a;
   si.b = ops.b;
@@ -177,15 +198,26 @@ sdk::Status Builder::slot(int s) {
   ShuffleOut sh;
   QGPU_RETURN_IF_ERROR(take(build_shuffle(c_, si), sh));
   MachineSlot& out = m_.slot[static_cast<std::size_t>(s)];
-  out.opcode = f.opcode;
-  out.d = f.d;
+  out.opcode = f.writes_op;  // what later slots and the write-back read: writes_d only
+  out.d = f.dest;
   out.value = sh.d;
   return sdk::Status::ok();
 }
 
 // The terminator: brc's condition per lane and every lane's next block.
 sdk::Status Builder::terminator() {
-  const SlotFields& t = m_.fd.slot[kMachineSlots];
+  // The terminator's operand fields (views only: control took its opcode bits and targets
+  // at the start), read one layer after the last slot's row. Its register reads and select
+  // then run one layer after the last slot's, so they do not add to that slot's reads (the
+  // earlier slots' values live one layer longer for it; measured: model-run peak 2,487
+  // bits instead of 2,504 with the terminator's row read next to the last slot's).
+  {
+    const Memory& pm = mem_[static_cast<std::size_t>(kMachineSlots - 2)];
+    Bit en;
+    QGPU_RETURN_IF_ERROR(take(late_enable("fetch.late.term", pm.lane[kFetchLane].step), en));
+    QGPU_RETURN_IF_ERROR(fetch_slot(c_, m_.fd, kMachineSlots, en, "s" + std::to_string(kMachineSlots), false));
+  }
+  const TermEarly& t = term_;
   OperandsIn oi = operands_in(m_.fd, m_.regs, kMachineSlots);
   oi.owner = "ops.term";
   oi.ntid = m_.control.ntid;
@@ -303,7 +335,7 @@ sdk::Status Builder::outputs() {
       // The space: the writing slot's flag (any lane writes).
       std::vector<Term> any;
       for (int l = 0; l < kProtoLanes; ++l) any.push_back(Term{mem_[static_cast<std::size_t>(s)].lane[l].writes, 1});
-      any.push_back(Term{m_.fd.slot[static_cast<std::size_t>(s)].flags[0], kProtoLanes});
+      any.push_back(Term{m_.fd.slot[static_cast<std::size_t>(s)].flag_bits[0], kProtoLanes});
       QGPU_RETURN_IF_ERROR(op.step(any, kProtoLanes + 1, {Term{next.back(), 1}}));
       QGPU_RETURN_IF_ERROR(op.commit("memw.s" + std::to_string(s)));
       acc = next;

@@ -4,7 +4,10 @@
 //
 // Per EXEC token (one block of one warp), in data-dependence order (the weight
 // compiler's scheduler places every op at the earliest layer its inputs allow):
-//   records + fetch/decode   the block's 5 ROM rows, decoded (fetch_decode.h)
+//   records + fetch/decode   slot 0's ROM row, decoded; each later slot's destination
+//                            and writes bit; the terminator's opcode bits and targets
+//                            (fetch_decode.h). Slots 1-3 (and the terminator's operand)
+//                            read and decode their rows just in time, before they run
 //   control, first part      latches (%ntid, %ctaid, %nctaid), scheduler rows,
 //                            everything that does not read a branch condition
 //   slot s = 0..3            operand select with bypass from slots < s

@@ -282,6 +282,7 @@ sdk::Expected<Memory> build_memory(Circuit& c, const MemoryRams& rams, const Mem
   if (!in.writes) {  // loads only: no lane chain, nothing written
     for (int l = 0; l < kLanes; ++l) {
       mem.lane[l].loaded = r[l];
+      mem.lane[l].step = r[l][31];  // no chain: the read itself
       mem.lane[l].writes = c.zero();
       mem.lane[l].value = weights::constant_word(c, 0, 32);
     }
@@ -395,6 +396,7 @@ sdk::Expected<Memory> build_memory(Circuit& c, const MemoryRams& rams, const Mem
     auto zf = field(c, owner, ln + ".f.zero", 1);
     if (!zf) return zf.status();
     const Bit zero = (*zf)[0];
+    mem.lane[j].step = zero;
     const Word& u = d.s0;
 
     // Layer 1.

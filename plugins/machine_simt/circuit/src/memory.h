@@ -72,6 +72,8 @@ struct MemoryLane {
   weights::Word loaded;    // ld: M[x]; atomics: the old value in lane order; else 0
   weights::Bit writes;     // the last active lane in lane order that writes its word
   weights::Word value;     // where `writes`: the word's final value; else 0
+  weights::Bit step;       // a bit of the lane's first chain MLP: final one layer after `loaded`
+                           // (and one before the next lane's): a placement anchor for later ops
 };
 
 // The banked RAMs of both spaces, written by WMEM records' tokens through
