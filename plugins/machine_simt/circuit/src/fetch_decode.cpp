@@ -41,16 +41,21 @@ sdk::Expected<Bit> special_ok(Circuit& c, const std::string& owner, const std::s
   return weights::threshold(c, owner, name, std::move(t), 32 - (static_cast<int>(Special::kCount) - 1));
 }
 
-sdk::Status decode_slot(Circuit& c, const std::string& owner, SlotFields& s) {
+// The plain fields are views of the fetched halves (no neurons, no channels): the
+// reads are already 0 on every token but EXEC.
+void set_views(SlotFields& s) {
   const Word& lo = s.lo;
-  // The plain fields are views of the fetched halves (no neurons, no channels):
-  // the reads are already 0 on every token but EXEC.
   s.d = slice(lo, kPosD, kRegBits);
   s.a = slice(lo, kPosA, kRegBits);
   s.b = slice(lo, kPosB, kRegBits);
   s.c = slice(lo, kPosC, kRegBits);
   s.flags = slice(lo, kPosFlags, 6);
   s.imm = s.hi;
+}
+
+sdk::Status decode_slot(Circuit& c, const std::string& owner, SlotFields& s) {
+  const Word& lo = s.lo;
+  set_views(s);
   auto op = one_hot(c, owner, "opcode", slice(lo, 0, kOpcodeBits), kOpCount);
   if (!op) return op.status();
   s.opcode = std::move(*op);
@@ -188,13 +193,7 @@ sdk::Status fetch_slot(Circuit& c, FetchDecode& fd, int k, Bit enable, const std
     if (!rd) return rd.status();
     (h ? s.hi : s.lo) = std::move(*rd);
   }
-  const Word& lo = s.lo;
-  s.d = slice(lo, kPosD, kRegBits);
-  s.a = slice(lo, kPosA, kRegBits);
-  s.b = slice(lo, kPosB, kRegBits);
-  s.c = slice(lo, kPosC, kRegBits);
-  s.flags = slice(lo, kPosFlags, 6);
-  s.imm = s.hi;
+  set_views(s);
   if (!decode) return sdk::Status::ok();
   if (!have_dest) {
     c.push_enable(enable);
