@@ -49,7 +49,6 @@ class Builder {
   Machine m_;
   Bit en_;
   std::vector<Memory> mem_;  // per slot
-  Bit last_mul_;             // the multiplier's last bit (slot kMulSlot)
   Bit reads_after_;          // the bit the last slot's operand reads wait for (the terminator's too)
   TermEarly term_;           // the terminator's opcode bits and targets, fetched at the start (control)
 };
@@ -122,12 +121,11 @@ sdk::Status Builder::slot(int s) {
     // slot's 384 read bits live for one layer only instead of waiting through the memory
     // unit's chain.
     reads_after_ = pm.lane[kProtoLanes - 1].loaded[31];
-    // The units' enable (exec.is, recomputed) waits for the multiplier right before
-    // them, or for the bit the operand reads wait for: the memory unit's opcode-only work
+    // The units' enable (exec.is, recomputed) waits for the bit the operand reads wait
+    // for: the memory unit's opcode-only work
     // and the slot's opcode one-hot (decoded here, next to the operand select, not at the
     // fetch) would otherwise sit in the residual from the fetch on.
-    const Bit after = s == kMulSlot + 1 ? last_mul_ : reads_after_;
-    QGPU_RETURN_IF_ERROR(take(late_enable("mem.late" + so, after), unit_en));
+    QGPU_RETURN_IF_ERROR(take(late_enable("mem.late" + so, reads_after_), unit_en));
     QGPU_RETURN_IF_ERROR(decode_ops(c_, m_.fd, s, unit_en, so));
   }
   const SlotFields& f = m_.fd.slot[static_cast<std::size_t>(s)];
@@ -180,7 +178,6 @@ sdk::Status Builder::slot(int s) {
   Memory mem;
   QGPU_RETURN_IF_ERROR(take(build_memory(c_, m_.memory, me), mem));
   mem_.push_back(mem);
-  if (has_mul) last_mul_ = mul.d[kProtoLanes - 1][31];
 
   // The shuffle unit's last MLP adds the other units' results: its d is the slot's value.
   ShuffleIn si;
