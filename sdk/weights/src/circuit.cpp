@@ -79,6 +79,7 @@ sdk::Status Circuit::add_mlp(const std::string& name, MlpOp op, int overwrites) 
   o.name = name;
   o.is_mlp = true;
   o.overwrites = overwrites;
+  o.guard = enable();
   for (Neuron& n : op.neurons) {
     if (auto en = enable()) {
       // Off-token guard: gate gets -2^17 on !enable; a constant up (bias 1) becomes `enable`.
@@ -328,6 +329,17 @@ sdk::Expected<Word> Circuit::alias(const Word& old, const std::string& name) {
   fields_.back().alias_of = root;
   fields_[fid].superseded_by = out->front().field;
   return out;
+}
+
+sdk::Status Circuit::declare_mode_bit(Bit e) {
+  if (mode_bit_) return sdk::invalid_argument("declare_mode_bit: the circuit has a mode bit, " + bit_name(*mode_bit_));
+  if (e.field <= 0 || e.field >= static_cast<int>(fields_.size()) || e.bit < 0 || e.bit >= fields_[e.field].width)
+    return sdk::invalid_argument("declare_mode_bit: an invalid bit");
+  if (e.neg) return sdk::invalid_argument("declare_mode_bit: " + bit_name(e) + " must be a positive bit");
+  if (fields_[e.field].superseded_by >= 0 || fields_[e.field].alias_of >= 0)
+    return sdk::invalid_argument("declare_mode_bit: " + bit_name(e) + " is an overwritten or overwriting field");
+  mode_bit_ = e;
+  return sdk::Status::ok();
 }
 
 sdk::Status Circuit::mark_output(const Word& w) {

@@ -448,6 +448,7 @@ sdk::Expected<std::vector<Layer>> emit(const Circuit& circuit, const Target& tar
     return sdk::internal_error("no Gated DeltaNet norm weight reads a stored 1 exactly for dk=" + std::to_string(dk) +
                                ", dv=" + std::to_string(dv));
   Emitter em(circuit, target, alloc);
+  const std::vector<int> modes = field_modes(circuit);  // gates the clears of moded slots
   std::vector<Layer> layers(static_cast<std::size_t>(sched.num_layers));
   for (int L = 0; L < sched.num_layers; ++L) {
     const std::string where = "layer " + std::to_string(L);
@@ -572,14 +573,20 @@ sdk::Expected<std::vector<Layer>> emit(const Circuit& circuit, const Target& tar
         }
       }
     }
-    // Channel reuse: a dead slot back to 0 by writing -x, silu(K(2x-1))·1 with -2u/K.
+    // Channel reuse: a dead slot back to 0 by writing -x, silu(K(2x-1))·1 with -2u/K; a
+    // moded slot's clear is off on the other mode's tokens, whose field may hold the channel.
     for (const ChannelClear& cl : alloc.clears) {
       if (cl.layer != L) continue;
       const std::string name = "clear." + circuit.fields()[cl.field].full_name();
+      const int m = modes[static_cast<std::size_t>(detail::root_of(circuit, cl.field))];
       for (int b = 0; b < circuit.fields()[cl.field].width; ++b) {
         const Bit x{cl.field, b, false};
-        QGPU_RETURN_IF_ERROR(
-            add_neuron(Neuron{Affine{{Term{x, 2 * kGain}}, -kGain}, Affine{{}, 1}, {Term{x, -1 / kGain}}}, name));
+        Neuron n{Affine{{Term{x, 2 * kGain}}, -kGain}, Affine{{}, 1}, {Term{x, -1 / kGain}}};
+        if (m != 0) {
+          const Bit on = m > 0 ? *circuit.mode_bit() : !*circuit.mode_bit();
+          n.gate.terms.push_back(Term{!on, -kEnableGain});
+        }
+        QGPU_RETURN_IF_ERROR(add_neuron(std::move(n), name));
       }
     }
     g.in_proj_qkv = qkv.build();

@@ -23,7 +23,15 @@ std::vector<std::int64_t> mlp_neurons_by_layer(const Circuit& c, const Schedule&
 sdk::Status add_pads(Allocation& a, const Target& t, int next, std::int64_t pairs, const std::string& detail);
 // allocate() with channel reuse over the live ranges (liveness.cpp).
 sdk::Expected<Allocation> allocate_reusing(const Circuit& c, const Target& t, const Schedule& s);
-// Bits live at once, at most over every sub-layer boundary.
+// Bits live at once, at most over every sub-layer boundary (per token mode: the fields
+// of one mode share channels with the other's, field_modes).
 int live_peak(const Circuit& c, const std::vector<LiveRange>& live);
+// The token modes whose channels a field of mode m (field_modes) occupies: 0 for the
+// tokens where the mode bit is 1, 1 for the others; an unmoded field occupies both.
+inline std::vector<int> tracks_of(int m) {
+  if (m > 0) return {0};
+  if (m < 0) return {1};
+  return {0, 1};
+}
 
 }  // namespace qgpu::weights::detail

@@ -1,6 +1,7 @@
 // Channel reuse: live ranges of the residual's slots over the schedule, the
 // interval-colouring allocator with clear neurons, and the check of an allocation.
 #include <algorithm>
+#include <array>
 #include <climits>
 #include <map>
 #include <set>
@@ -12,6 +13,82 @@ namespace qgpu::weights {
 
 using detail::last_alias;
 using detail::root_of;
+
+std::vector<int> field_modes(const Circuit& circuit) {
+  const auto& fields = circuit.fields();
+  const auto& ops = circuit.ops();
+  const std::size_t nf = fields.size();
+  std::vector<int> zero(nf, 0);  // +1 / -1: exactly 0 wherever the mode bit is 0 / 1
+  const std::optional<Bit> e = circuit.mode_bit();
+  if (!e) return zero;
+  // The mode a gate implies: 0 on the tokens of the other mode.
+  auto implies = [&](const std::optional<Bit>& g) -> int {
+    if (!g || g->field <= 0) return 0;
+    if (g->field == e->field && g->bit == e->bit) return g->neg ? -1 : 1;
+    return g->neg ? 0 : zero[static_cast<std::size_t>(g->field)];
+  };
+  auto gate_of = [](const Op& op) { return op.is_mlp ? op.guard : op.gdn.enable; };
+  std::vector<std::vector<int>> writers(nf);
+  for (std::size_t i = 0; i < ops.size(); ++i)
+    for (const Bit& b : ops[i].writes) {
+      auto& w = writers[static_cast<std::size_t>(b.field)];
+      if (w.empty() || w.back() != static_cast<int>(i)) w.push_back(static_cast<int>(i));
+    }
+  // Zero outside a mode: every writer gated by a bit implying it (a gate's field comes
+  // first, so the passes settle quickly; each pass only adds modes).
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (std::size_t f = 0; f < nf; ++f) {
+      const Field& fd = fields[f];
+      if (zero[f] != 0 || fd.kind != FieldKind::kComputed || fd.alias_of >= 0 || fd.superseded_by >= 0 ||
+          writers[f].empty())
+        continue;
+      const int m = implies(gate_of(ops[static_cast<std::size_t>(writers[f].front())]));
+      if (m == 0) continue;
+      bool all = true;
+      for (int w : writers[f]) all = all && implies(gate_of(ops[static_cast<std::size_t>(w)])) == m;
+      if (all) {
+        zero[f] = m;
+        changed = true;
+      }
+    }
+  }
+  // Shared only when every reader is gated by the field's mode and its value is never
+  // seen elsewhere: gates, write enables, RAM clears, lagged reads, read-back.
+  std::vector<int> mode = zero;
+  auto unshare = [&](const Bit& b) {
+    if (b.field >= 0) mode[static_cast<std::size_t>(b.field)] = 0;
+  };
+  auto need = [&](const Bit& b, int m) {
+    if (b.field >= 0 && zero[static_cast<std::size_t>(b.field)] != m) unshare(b);
+  };
+  mode[static_cast<std::size_t>(e->field)] = 0;
+  for (std::size_t f = 0; f < nf; ++f)
+    if (circuit.is_output(static_cast<int>(f))) mode[f] = 0;
+  for (const Ram& r : circuit.rams()) {
+    const int m = implies(r.wr_enable);
+    for (const Bit& b : r.wr_addr) need(b, m);
+    for (const Bit& b : r.wr_data) need(b, m);
+    if (r.wr_enable) unshare(*r.wr_enable);
+    if (r.clear) unshare(*r.clear);
+  }
+  for (const Op& op : ops) {
+    if (op.is_mlp) {
+      const int m = implies(op.guard);
+      for (const Bit& b : op.reads) need(b, m);
+      if (op.guard) unshare(*op.guard);
+      continue;
+    }
+    if (op.gdn.enable) unshare(*op.gdn.enable);
+    if (op.gdn.kind == GdnOp::Kind::kPrevious) {
+      for (const Bit& b : op.gdn.src) unshare(b);
+      continue;
+    }
+    const int m = implies(op.gdn.enable);
+    for (const Bit& b : op.gdn.addr) need(b, m);
+  }
+  return mode;
+}
 
 std::vector<LiveRange> live_ranges(const Circuit& circuit, const Target& target, const Schedule& sched) {
   const auto& fields = circuit.fields();
@@ -51,6 +128,8 @@ std::vector<LiveRange> live_ranges(const Circuit& circuit, const Target& target,
     // The end of an alias chain that no op reads is read back after the last layer.
     if (target.keep_unread_fields && fields[f].superseded_by < 0 && !read[f]) r.forever = true;
   }
+  // The mode bit gates the clears of moded fields (field_modes), placed after the schedule.
+  if (const auto e = circuit.mode_bit()) slot[root_of(circuit, e->field)].forever = true;
   for (std::size_t f = 0; f < nf; ++f)
     if (fields[f].alias_of >= 0) slot[f] = slot[fields[f].alias_of];
   return slot;
@@ -59,14 +138,16 @@ std::vector<LiveRange> live_ranges(const Circuit& circuit, const Target& target,
 namespace detail {
 
 int live_peak(const Circuit& c, const std::vector<LiveRange>& live) {
+  const std::vector<int> mode = field_modes(c);
   int last = -1;
   for (const LiveRange& r : live) last = std::max({last, r.start, r.last_read, r.last_write});
   int peak = 0;
   for (int b = -1; b <= last; ++b) {
-    int n = 0;
+    int n[2] = {0, 0};  // per token mode: channels that its fields and the unmoded ones need
     for (std::size_t f = 0; f < live.size(); ++f)
-      if (c.fields()[f].alias_of < 0 && live[f].live_after(b)) n += c.fields()[f].width;
-    peak = std::max(peak, n);
+      if (c.fields()[f].alias_of < 0 && live[f].live_after(b))
+        for (int t : tracks_of(mode[f])) n[t] += c.fields()[f].width;
+    peak = std::max({peak, n[0], n[1]});
   }
   return peak;
 }
@@ -108,7 +189,10 @@ sdk::Expected<Allocation> allocate_reusing(const Circuit& circuit, const Target&
     return live[x].start != live[y].start ? live[x].start < live[y].start : fields[x].width > fields[y].width;
   });
 
-  std::vector<int> owner;                             // per channel of the region: its latest slot
+  const std::vector<int> mode = field_modes(circuit);
+  // Per channel of the region, per token mode (tracks_of): its latest slot. A moded slot
+  // takes one mode's track of a channel, an unmoded one both.
+  std::vector<std::array<int, 2>> owner;
   std::vector<int> clear_at(fields.size(), INT_MAX);  // per root: sub-layer of its clear
   std::string clear_problem;                          // why a dead slot could not be reused (first seen)
   struct Need {
@@ -118,6 +202,7 @@ sdk::Expected<Allocation> allocate_reusing(const Circuit& circuit, const Target&
   a.bit_channel.assign(fields.size(), {});
   for (int g : roots) {
     const int w = fields[g].width, start = live[g].start;
+    const std::vector<int> tracks = tracks_of(mode[g]);
     const int high = static_cast<int>(owner.size());
     std::string problem;  // why a dead slot could not be cleared for g (first seen)
     // Per dead slot on the region: the earliest MLP in its window with room for its clear (-1: none).
@@ -144,19 +229,27 @@ sdk::Expected<Allocation> allocate_reusing(const Circuit& circuit, const Target&
       }
       return clear_sub[o] = at;
     };
-    // Pair state for g: -1 free (fresh or cleared in time), -2 taken, else the dead slot to clear.
-    std::vector<int> state(static_cast<std::size_t>(high));
-    for (int q = 0; q < high; ++q) {
-      const int o = owner[q];
-      if (o < 0)
-        state[q] = -1;
-      else if (clear_at[o] != INT_MAX)
-        state[q] = clear_at[o] <= start ? -1 : -2;
-      else if (live[o].forever || live[o].clear_from() > start)
-        state[q] = -2;
-      else
-        state[q] = o;
-    }
+    // Channel state for g on its tracks: taken (a slot still live there), or free once
+    // the dead slots on it (at most one per track) are cleared; fresh or cleared in time: free.
+    std::vector<char> taken(static_cast<std::size_t>(high), 0);
+    std::vector<std::vector<int>> dead(static_cast<std::size_t>(high));
+    for (int q = 0; q < high; ++q)
+      for (int t : tracks) {
+        const int o = owner[q][t];
+        if (o < 0) continue;
+        if (clear_at[o] != INT_MAX) {
+          if (clear_at[o] > start) taken[q] = 1;
+        } else if (live[o].forever || live[o].clear_from() > start) {
+          taken[q] = 1;
+        } else if (std::find(dead[q].begin(), dead[q].end(), o) == dead[q].end()) {
+          dead[q].push_back(o);
+        }
+      }
+    auto is_free = [&](int q) { return !taken[q] && dead[q].empty(); };
+    auto add_dead = [&](int q, std::vector<int>& dirty) {
+      for (int o : dead[q])
+        if (std::find(dirty.begin(), dirty.end(), o) == dirty.end()) dirty.push_back(o);
+    };
     // Clears for a set of dead slots, each in the earliest MLP with room left (-1 if one cannot be placed).
     auto place = [&](const std::vector<int>& dirty, std::vector<Need>& needs) -> std::int64_t {
       std::map<int, std::int64_t> taken;
@@ -189,10 +282,10 @@ sdk::Expected<Allocation> allocate_reusing(const Circuit& circuit, const Target&
       bool ok = true;
       std::vector<int> dirty;
       for (int q = p; q < std::min(p + w, high) && ok; ++q) {
-        if (state[q] == -2)
+        if (taken[q])
           ok = false;
-        else if (state[q] >= 0 && std::find(dirty.begin(), dirty.end(), state[q]) == dirty.end())
-          dirty.push_back(state[q]);
+        else
+          add_dead(q, dirty);
       }
       if (!ok) continue;
       std::vector<Need> needs;
@@ -211,16 +304,15 @@ sdk::Expected<Allocation> allocate_reusing(const Circuit& circuit, const Target&
       // Scattered: the bits on free channels anywhere, then on dead slots' channels, growing only for the rest.
       std::vector<int> chans, dirty;
       for (int q = 0; q < high && static_cast<int>(chans.size()) < w; ++q)
-        if (state[q] == -1) chans.push_back(q);
+        if (is_free(q)) chans.push_back(q);
       for (int q = 0; q < high && static_cast<int>(chans.size()) < w; ++q) {
-        const int o = state[q];
-        if (o < 0) continue;
-        if (std::find(dirty.begin(), dirty.end(), o) == dirty.end()) {
-          std::vector<int> trial = dirty;
-          trial.push_back(o);
+        if (taken[q] || is_free(q)) continue;
+        std::vector<int> trial = dirty;
+        add_dead(q, trial);
+        if (trial.size() != dirty.size()) {
           std::vector<Need> scratch;
           if (place(trial, scratch) < 0) continue;
-          dirty.push_back(o);
+          dirty = std::move(trial);
         }
         chans.push_back(q);
       }
@@ -242,8 +334,9 @@ sdk::Expected<Allocation> allocate_reusing(const Circuit& circuit, const Target&
       room[n.sublayer / 2] -= fields[n.root].width;
       a.clears.push_back(ChannelClear{last_alias(circuit, n.root), n.sublayer / 2});
     }
-    if (best_chans.back() >= high) owner.resize(static_cast<std::size_t>(best_chans.back() + 1), -1);
-    for (int q : best_chans) owner[q] = g;
+    if (best_chans.back() >= high) owner.resize(static_cast<std::size_t>(best_chans.back() + 1), {-1, -1});
+    for (int q : best_chans)
+      for (int t : tracks) owner[q][t] = g;
     a.field_base[g] = first + best_chans.front();
     if (best_chans.back() - best_chans.front() + 1 != w)  // not contiguous: every bit's channel
       for (int q : best_chans) a.bit_channel[g].push_back(first + q);
@@ -352,10 +445,16 @@ sdk::Status check_allocation(const Circuit& circuit, const Target& target, const
   }
   std::int64_t bits = 0;
   std::set<std::pair<int, int>> checked;
+  const std::vector<int> mode = field_modes(circuit);
   for (std::int64_t ch = 0; ch < H; ++ch) {
-    auto& v = on[ch];
-    if (v.empty()) continue;
+    if (on[ch].empty()) continue;
     ++bits;
+    // Per token mode, the slots on the channel follow each other (a moded slot is on one
+    // mode's track, an unmoded slot on both: field_modes).
+    for (int t : {0, 1}) {
+    std::vector<int> v;
+    for (int f : on[ch])
+      if (mode[f] == 0 || (mode[f] > 0) == (t == 0)) v.push_back(f);
     std::stable_sort(v.begin(), v.end(), [&](int x, int y) { return live[x].start < live[y].start; });
     for (std::size_t k = 0; k + 1 < v.size(); ++k) {
       const int g = v[k], h = v[k + 1];
@@ -373,6 +472,7 @@ sdk::Status check_allocation(const Circuit& circuit, const Target& target, const
         return sdk::invalid_argument(both + ": " + fields[last_alias(circuit, g)].full_name() +
                                      " is cleared in layer " + std::to_string(clear_at[g] / 2) + ", after " +
                                      fields[h].full_name() + " is written " + in);
+    }
     }
   }
   squares += static_cast<double>(bits);

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <map>
 
 #include "harness.h"
 
@@ -405,6 +406,156 @@ TEST(Reuse, FittingCircuitsKeepThePlainAllocation) {
   EXPECT_EQ(plain.allocation.field_base, reuse.allocation.field_base);
   EXPECT_TRUE(reuse.allocation.clears.empty());
   EXPECT_GT(reuse.allocation.live_peak, 0);
+}
+
+// Two adder chains side by side, one on the tokens where `e` is 1 and one on the others
+// (Circuit::declare_mode_bit): x_k = x_{k-1} + b under e, y_k = y_{k-1} + a under !e.
+struct TwoModes {
+  Circuit c{"modes"};
+  Word a, b, e;
+  std::vector<Word> x, y;
+  TwoModes(int n, bool declare) {
+    a = must(c.input("in", "a", 32));
+    b = must(c.input("in", "b", 32));
+    e = must(c.input("in", "e", 1));
+    if (declare) EXPECT_TRUE(c.declare_mode_bit(e[0]).is_ok());
+    x.push_back(a);
+    y.push_back(b);
+    for (int k = 1; k <= n; ++k) {
+      c.push_enable(e[0]);
+      x.push_back(must(add(c, "x", "x" + std::to_string(k), x.back(), b, c.zero())).sum);
+      c.pop_enable();
+      c.push_enable(!e[0]);
+      y.push_back(must(add(c, "y", "y" + std::to_string(k), y.back(), a, c.zero())).sum);
+      c.pop_enable();
+    }
+    EXPECT_TRUE(c.mark_output(x.back()).is_ok());
+    EXPECT_TRUE(c.mark_output(y.back()).is_ok());
+  }
+};
+
+int mode_of(const Circuit& c, const std::vector<int>& modes, const std::string& name) {
+  const int f = c.find_field(name);
+  EXPECT_GE(f, 0) << name;
+  return f < 0 ? 99 : modes[static_cast<std::size_t>(f)];
+}
+
+// Fields of the two modes share channels while both are live: the circuit fits a
+// residual that its fields of both modes together overflow, and runs exactly.
+TEST(Modes, FieldsOfTheTwoModesShareChannelsWhileBothAreLive) {
+  constexpr int kAdds = 4;
+  TwoModes plain(kAdds, false), moded(kAdds, true);
+  const std::vector<int> modes = field_modes(moded.c);
+  EXPECT_EQ(mode_of(moded.c, modes, "x.x1"), 1);
+  EXPECT_EQ(mode_of(moded.c, modes, "y.y1"), -1);
+  EXPECT_EQ(mode_of(moded.c, modes, "in.e"), 0);  // the mode bit and the inputs are never shared
+  EXPECT_EQ(mode_of(moded.c, modes, "in.a"), 0);
+  EXPECT_EQ(mode_of(moded.c, modes, "x.x" + std::to_string(kAdds)), 0);  // read back after the last layer
+  for (int m : field_modes(plain.c)) EXPECT_EQ(m, 0);
+
+  Target t = reusing(small_target(192, 4096), true);  // about 246 bits live without modes, 156 with
+  auto without = compile(plain.c, t);
+  ASSERT_FALSE(without.has_value());
+  std::printf("without modes: %s\n", without.status().message().c_str());
+  CompiledCircuit cc = must(compile(moded.c, t));
+  report("with modes", moded.c, cc);
+  const CompiledCircuit wide = must(compile(plain.c, reusing(small_target(1024, 4096), true)));
+  EXPECT_LT(cc.allocation.live_peak, wide.allocation.live_peak);
+  // The allocation relies on the modes: without them, two live fields share a channel.
+  const sdk::Status st = check_allocation(plain.c, t, cc.schedule, cc.allocation);
+  EXPECT_FALSE(st.is_ok());
+  EXPECT_NE(st.message().find("both live"), std::string::npos) << st.message();
+  // Channels holding a +1 and a -1 field at once, and clears gated by their mode.
+  const auto live = live_ranges(moded.c, cc.target, cc.schedule);
+  std::map<int, std::vector<int>> on;
+  for (std::size_t f = 0; f < moded.c.fields().size(); ++f)
+    if (modes[f] != 0)
+      for (int bit = 0; bit < moded.c.fields()[f].width; ++bit)
+        on[cc.allocation.channel(Bit{static_cast<int>(f), bit, false})].push_back(static_cast<int>(f));
+  auto both_live = [&](const std::vector<int>& fs) {
+    for (int f : fs)
+      for (int g : fs)
+        if (modes[f] > 0 && modes[g] < 0 && live[f].start < live[g].clear_from() &&
+            live[g].start < live[f].clear_from())
+          return true;
+    return false;
+  };
+  int shared = 0;
+  for (const auto& [ch, fs] : on) shared += both_live(fs);
+  std::printf("%d channels hold fields of both modes while both are live\n", shared);
+  EXPECT_GT(shared, 0);
+
+  for (DType dt : kBothDtypes) {
+    ReferenceModel m(cc.layers, cc.target.shapes, dt);
+    std::mt19937_64 rng(21);
+    int wrong = 0, inexact = 0;
+    for (int tok = 0; tok < 600; ++tok) {
+      const std::uint32_t av = testing::operand(rng), bv = testing::operand(rng);
+      const bool ev = rng() % 2 != 0;
+      auto out = m.step(embed(moded.c, cc.allocation, {{moded.a, av}, {moded.b, bv}, {moded.e, ev}}));
+      bool exact = true;
+      const std::uint32_t xv = static_cast<std::uint32_t>(read_word(cc.allocation, out, moded.x.back(), &exact));
+      const std::uint32_t yv = static_cast<std::uint32_t>(read_word(cc.allocation, out, moded.y.back(), &exact));
+      wrong += xv != (ev ? av + kAdds * bv : 0u);
+      wrong += yv != (ev ? 0u : bv + kAdds * av);
+      inexact += !exact || !testing::residual_exact(moded.c, cc.allocation, out);
+    }
+    double margin = 1e30;
+    for (const LayerMargin& lm : m.margins()) margin = std::min(margin, lm.mlp_min);
+    std::printf("[ %s ] 600 tokens of both modes: %d wrong, %d inexact; smallest MLP switch margin %g\n",
+                std::string(dtype_name(dt)).c_str(), wrong, inexact, margin);
+    EXPECT_EQ(wrong, 0) << dtype_name(dt);
+    EXPECT_EQ(inexact, 0) << dtype_name(dt);
+    EXPECT_GE(margin, 88.73) << dtype_name(dt);
+  }
+}
+
+// A field is shared only when nothing sees its channel on the other mode's tokens:
+// every writer and every reader gated by its mode.
+TEST(Modes, OnlyFieldsGatedOnBothSidesShare) {
+  Circuit c("gates");
+  const Word e = must(c.input("in", "e", 1)), a = must(c.input("in", "a", 4)), addr = must(c.input("in", "addr", 2));
+  ASSERT_OK(c.declare_mode_bit(e[0]));
+  EXPECT_FALSE(c.declare_mode_bit(a[0]).is_ok());  // one mode bit per circuit
+  c.push_enable(e[0]);
+  const Word gated = must(copy(c, "f", "gated", a));          // read only under e: +1
+  const Word ungated_read = must(copy(c, "f", "ungated", a));  // read by an ungated op: 0
+  const Word other_read = must(copy(c, "f", "other", a));      // read under !e: 0
+  const Word lagged = must(copy(c, "f", "lagged", a));         // read at a lag: 0
+  const Word ram_data = must(copy(c, "f", "ram_data", a));     // a RAM's data, written under e: +1
+  const Word gate = must(copy(c, "f", "gate", Word{a[0]}));    // a gate itself: 0
+  c.pop_enable();
+  c.push_enable(!e[0]);
+  const Word off = must(copy(c, "g", "off", a));  // written under !e, read under !e: -1
+  c.pop_enable();
+  const Word free_field = must(copy(c, "g", "free", a));  // written ungated: 0
+  c.push_enable(gate[0]);
+  const Word chained = must(copy(c, "f", "chained", a));  // written under `gate` (itself +1): +1
+  c.pop_enable();
+  c.push_enable(e[0]);
+  must(copy(c, "r", "gated", concat(gated, chained)));
+  must(copy(c, "r", "free", free_field));
+  c.pop_enable();
+  must(copy(c, "r", "ungated", ungated_read));
+  c.push_enable(!e[0]);
+  must(copy(c, "r", "other", other_read));
+  must(copy(c, "r", "off", off));
+  c.pop_enable();
+  must(c.previous("lag", lagged, 1, e[0]));
+  const int ram = must(c.add_ram("m", "ram", 4, 4));
+  ASSERT_OK(c.ram_write(ram, addr, ram_data, e[0]));
+  must(c.ram_read(ram, "rd", addr, e[0]));
+  const std::vector<int> modes = field_modes(c);
+  EXPECT_EQ(mode_of(c, modes, "f.gated"), 1);
+  EXPECT_EQ(mode_of(c, modes, "f.ungated"), 0);
+  EXPECT_EQ(mode_of(c, modes, "f.other"), 0);
+  EXPECT_EQ(mode_of(c, modes, "f.lagged"), 0);
+  EXPECT_EQ(mode_of(c, modes, "f.ram_data"), 1);
+  EXPECT_EQ(mode_of(c, modes, "f.gate"), 0);
+  EXPECT_EQ(mode_of(c, modes, "f.chained"), 1);
+  EXPECT_EQ(mode_of(c, modes, "g.off"), -1);
+  EXPECT_EQ(mode_of(c, modes, "g.free"), 0);
+  EXPECT_EQ(mode_of(c, modes, "in.a"), 0);
 }
 
 }  // namespace

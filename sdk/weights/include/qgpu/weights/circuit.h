@@ -122,6 +122,9 @@ struct Op {
   std::vector<Bit> reads;   // bits this op needs (deduplicated, negation ignored)
   std::vector<Bit> writes;  // bits this op writes
   int overwrites = -1;      // field whose slot this op overwrites (clear/overwrite), or -1
+  // MLP: the enable in effect when it was added (Circuit::push_enable): every neuron
+  // is exactly 0 on tokens where it is 0. GDN ops are gated by gdn.enable instead.
+  std::optional<Bit> guard;
 };
 
 class Circuit {
@@ -173,6 +176,15 @@ class Circuit {
   sdk::Expected<Word> previous(const std::string& name, const Word& src, int lag, std::optional<Bit> enable);
   // A new field aliasing `old`'s slot (for clear/overwrite); `old` may no longer be read afterwards.
   sdk::Expected<Word> alias(const Word& old, const std::string& name);
+  // Token modes (docs/CIRCUITS.md §4, "Token modes"): `e` splits the circuit's tokens in two. A
+  // computed field that is exactly 0 on every token where e is 0 (every writer gated
+  // by e, or by a bit that is itself 0 there) and whose every reader is gated the
+  // same way may share channels, while both are live, with a field that is exactly 0
+  // wherever e is 1 (field_modes in compile.h finds them; the allocator pairs them
+  // and gates their clears). One mode bit per circuit: a positive bit of an input or
+  // computed field.
+  sdk::Status declare_mode_bit(Bit e);
+  std::optional<Bit> mode_bit() const { return mode_bit_; }
   // Marks the fields of `w` as read back after the last layer: with channel reuse
   // (Target::reuse_channels) their channels are never given to another field.
   sdk::Status mark_output(const Word& w);
@@ -199,6 +211,7 @@ class Circuit {
   std::vector<Bit> enables_;
   std::vector<int> outputs_;   // fields marked with mark_output
   std::vector<Word> one_hot_;  // groups declared one-hot (declare_one_hot)
+  std::optional<Bit> mode_bit_;  // declare_mode_bit
 };
 
 // The constant word v, bit 0 first: the constant-one bit and its NOT (no channels, no ops).

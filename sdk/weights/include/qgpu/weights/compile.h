@@ -92,8 +92,21 @@ struct LiveRange {
 // Per field (an alias gets its slot's range).
 std::vector<LiveRange> live_ranges(const Circuit& circuit, const Target& target, const Schedule& schedule);
 
+// Token modes (Circuit::declare_mode_bit; docs/CIRCUITS.md §4, "Token modes"), per field: +1 when
+// the field may share channels with a -1 field while both are live, -1 likewise, 0 never.
+// A field has mode +1 (-1) when it is exactly 0 wherever the mode bit e is 0 (1) — a
+// computed field, not overwritten, every writer gated by e (!e) or by a positive bit of
+// a field of the same mode — and every reader is gated the same way: an MLP by its
+// guard, a read port's address by its enable, a RAM's write data and address by its
+// write enable; a field read at a lag (previous), used as a gate or write enable, or
+// read back after the last layer is never shared. With channel reuse, the allocator
+// lets +1 and -1 fields overlap and gates each one's clear by its mode, so that the
+// clear of one leaves the other's bit on the channel untouched.
+std::vector<int> field_modes(const Circuit& circuit);
+
 // A slot cleared back to the placeholder 0 (-u): one neuron per bit, silu(K(2x-1))
-// into its channel with -2u/K, in the MLP of `layer` (ungated: a slot holding 0 gets 0).
+// into its channel with -2u/K, in the MLP of `layer` (a slot holding 0 gets 0; gated by
+// the slot's token mode when it has one, field_modes).
 struct ChannelClear {
   int field = -1;  // a field of the slot (the dumps name its last alias)
   int layer = 0;
