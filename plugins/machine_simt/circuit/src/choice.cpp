@@ -15,6 +15,20 @@ void push_field(TokenBits& out, const Word& w, std::uint32_t v) {
 
 }  // namespace
 
+sdk::Status mark_choice_outputs(weights::Circuit& c, const NextToken& n) {
+  const std::vector<Word> outs = {
+      {n.wreg, n.wmem, n.sched, n.data, n.exec, n.sync, n.cta, n.halt, n.wmem_shared},
+      n.warp, n.wreg_reg, n.wreg_lanes, n.wreg_format, n.wmem_word, n.wmem_count, n.wmem_format,
+      n.sched_lanes, n.sched_status, n.sched_block, n.exec_block, n.exec_lanes, n.cta_index, n.data_value};
+  for (const Word& w : outs) {
+    Word pos;  // positive bits of computed fields (a constant bit has no channel of its own)
+    for (const Bit& b : w)
+      if (b.field != 0) pos.push_back(Bit{b.field, b.bit, false});
+    if (!pos.empty()) QGPU_RETURN_IF_ERROR(c.mark_output(pos));
+  }
+  return sdk::Status::ok();
+}
+
 bool generated_token_bits(const NextToken& n, std::int64_t offset, TokenBits& out) {
   out.bits.clear();
   auto rec = token_record(offset);

@@ -31,6 +31,10 @@ bool generated_token_bits(const NextToken& next, std::int64_t offset, TokenBits&
 
 inline constexpr int kChoiceKindWeight = 17;  // W: one more than the widest kind's field bits (DATA: 16)
 
+// Marks the NextToken fields as read back after the last layer (the unembedding reads
+// them): with channel reuse they keep their channels, and they never share them by mode.
+sdk::Status mark_choice_outputs(weights::Circuit& c, const NextToken& next);
+
 // The machine's unembedding rows: vocabulary_rows() × hidden, in units where
 // the residual is normalized (a bit's channel reads +1 for 1 and -1 for 0, the
 // constant channel kConstHi). `alpha` must be a power of two.

@@ -58,6 +58,9 @@ sdk::Status Builder::build() {
   // and the terminator's fields that control needs are fetched at the start.
   QGPU_RETURN_IF_ERROR(take(build_fetch_rams(c_, kMachineSlots + 1), m_.fd));
   en_ = m_.fd.exec_is[0];
+  // EXEC-only fields (gated by exec.is) and the record tokens' write data (zero on EXEC
+  // tokens) may share channels (docs/CIRCUITS.md §4, "Token modes").
+  QGPU_RETURN_IF_ERROR(c_.declare_mode_bit(en_));
   QGPU_RETURN_IF_ERROR(take(fetch_term_early(c_, m_.fd, kMachineSlots), term_));
   QGPU_RETURN_IF_ERROR(fetch_slot(c_, m_.fd, 0, en_, "s0"));
   // Every later slot's destination and writes bit (5 bits each) now: the write-back

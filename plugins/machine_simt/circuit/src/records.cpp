@@ -313,7 +313,12 @@ sdk::Expected<Records> build_records(Circuit& c, int rom_slots, std::int64_t bas
       }
     }
   }
-  QGPU_RETURN_IF_ERROR(c.add_mlp("wreg.write", std::move(op)));
+  // Off on EXEC tokens (where every role is 0 anyway): the write fields are then exactly
+  // 0 there and may share channels with EXEC-only fields (Circuit::declare_mode_bit).
+  c.push_enable(!rec.exec_is[0]);
+  sdk::Status st = c.add_mlp("wreg.write", std::move(op));
+  c.pop_enable();
+  QGPU_RETURN_IF_ERROR(st);
   return rec;
 }
 
@@ -447,7 +452,11 @@ sdk::Expected<WmemWrite> build_wmem_write(Circuit& c, Records& rec) {
       }
     }
   }
-  QGPU_RETURN_IF_ERROR(c.add_mlp("wmem.write", std::move(op)));
+  // Off on EXEC tokens, as the register write (build_records).
+  c.push_enable(!rec.exec_is[0]);
+  sdk::Status st = c.add_mlp("wmem.write", std::move(op));
+  c.pop_enable();
+  QGPU_RETURN_IF_ERROR(st);
   return out;
 }
 
