@@ -58,7 +58,8 @@ std::array<std::vector<int>, 2> live_bits(const weights::Circuit& c, const weigh
     for (int sl = -1; sl < subs; ++sl)
       if (lr[f].live_after(sl))
         for (int t = 0; t < 2; ++t)
-          if (modes[f] == 0 || (modes[f] > 0) == (t == 0)) live[t][static_cast<std::size_t>(sl + 1)] += c.fields()[f].width;
+          if (modes[f] == 0 || (modes[f] > 0) == (t == 0))
+            live[t][static_cast<std::size_t>(sl + 1)] += c.fields()[f].width;
   }
   return live;
 }
@@ -213,7 +214,8 @@ const Rig& rig() {
       weights::Circuit rc{"machine"};
       auto rm = circuit::build_machine(rc);
       sdk::Status st = rm ? circuit::mark_choice_outputs(rc, rm->sequencer.next) : rm.status();
-      auto rcc = st.ok() ? weights::compile(rc, circuit::machine_target()) : sdk::Expected<weights::CompiledCircuit>(st);
+      auto rcc =
+          st.ok() ? weights::compile(rc, circuit::machine_target()) : sdk::Expected<weights::CompiledCircuit>(st);
       if (!rcc) {
         x->error = "a model run's compile: " + rcc.status().to_string();
         return x;

@@ -198,9 +198,8 @@ sdk::Status add_pads(Allocation& a, const Target& target, int next, std::int64_t
   }
   if (next > target.shapes.hidden_size)
     return sdk::limit_exceeded("residual: " + std::to_string(next) + " channels needed (" + std::to_string(pairs) +
-                               " bits" + detail + "), hidden size " +
-                               std::to_string(target.shapes.hidden_size) + " (over by " +
-                               std::to_string(next - target.shapes.hidden_size) + ")");
+                               " bits" + detail + "), hidden size " + std::to_string(target.shapes.hidden_size) +
+                               " (over by " + std::to_string(next - target.shapes.hidden_size) + ")");
   a.channels_used = next;
   return sdk::Status::ok();
 }

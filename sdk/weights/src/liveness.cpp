@@ -176,8 +176,7 @@ sdk::Expected<Allocation> allocate_reusing(const Circuit& circuit, const Target&
   const int first = next;
   a.field_base.assign(fields.size(), -1);
   // Channels the fresh region may take and still leave room for up to 4 pads and the squares.
-  const std::int64_t budget =
-      std::min<std::int64_t>(H - first - 4, H - static_cast<std::int64_t>(kConstHi * kConstHi));
+  const std::int64_t budget = std::min<std::int64_t>(H - first - 4, H - static_cast<std::int64_t>(kConstHi * kConstHi));
   std::vector<std::int64_t> room = mlp_neurons_by_layer(circuit, sched);
   for (std::int64_t& n : room) n = I - n;
 
@@ -452,27 +451,27 @@ sdk::Status check_allocation(const Circuit& circuit, const Target& target, const
     // Per token mode, the slots on the channel follow each other (a moded slot is on one
     // mode's track, an unmoded slot on both: field_modes).
     for (int t : {0, 1}) {
-    std::vector<int> v;
-    for (int f : on[ch])
-      if (mode[f] == 0 || (mode[f] > 0) == (t == 0)) v.push_back(f);
-    std::stable_sort(v.begin(), v.end(), [&](int x, int y) { return live[x].start < live[y].start; });
-    for (std::size_t k = 0; k + 1 < v.size(); ++k) {
-      const int g = v[k], h = v[k + 1];
-      if (!checked.insert({g, h}).second) continue;
-      const LiveRange &lg = live[g], &lh = live[h];
-      const std::string both = "allocation: fields " + fields[last_alias(circuit, g)].full_name() + " and " +
-                               fields[h].full_name() + " share channel " + std::to_string(ch);
-      const std::string in = lh.start < 0 ? "at the embedding" : "in layer " + std::to_string(lh.start / 2);
-      if (lg.forever || lg.clear_from() > lh.start || lg.start == lh.start)
-        return sdk::invalid_argument(both + " but are both live " + in);
-      if (clear_at[g] == INT_MAX)
-        return sdk::invalid_argument(both + ": " + fields[last_alias(circuit, g)].full_name() +
-                                     " is not cleared before " + fields[h].full_name() + " is written " + in);
-      if (clear_at[g] > lh.start)
-        return sdk::invalid_argument(both + ": " + fields[last_alias(circuit, g)].full_name() +
-                                     " is cleared in layer " + std::to_string(clear_at[g] / 2) + ", after " +
-                                     fields[h].full_name() + " is written " + in);
-    }
+      std::vector<int> v;
+      for (int f : on[ch])
+        if (mode[f] == 0 || (mode[f] > 0) == (t == 0)) v.push_back(f);
+      std::stable_sort(v.begin(), v.end(), [&](int x, int y) { return live[x].start < live[y].start; });
+      for (std::size_t k = 0; k + 1 < v.size(); ++k) {
+        const int g = v[k], h = v[k + 1];
+        if (!checked.insert({g, h}).second) continue;
+        const LiveRange &lg = live[g], &lh = live[h];
+        const std::string both = "allocation: fields " + fields[last_alias(circuit, g)].full_name() + " and " +
+                                 fields[h].full_name() + " share channel " + std::to_string(ch);
+        const std::string in = lh.start < 0 ? "at the embedding" : "in layer " + std::to_string(lh.start / 2);
+        if (lg.forever || lg.clear_from() > lh.start || lg.start == lh.start)
+          return sdk::invalid_argument(both + " but are both live " + in);
+        if (clear_at[g] == INT_MAX)
+          return sdk::invalid_argument(both + ": " + fields[last_alias(circuit, g)].full_name() +
+                                       " is not cleared before " + fields[h].full_name() + " is written " + in);
+        if (clear_at[g] > lh.start)
+          return sdk::invalid_argument(both + ": " + fields[last_alias(circuit, g)].full_name() +
+                                       " is cleared in layer " + std::to_string(clear_at[g] / 2) + ", after " +
+                                       fields[h].full_name() + " is written " + in);
+      }
     }
   }
   squares += static_cast<double>(bits);

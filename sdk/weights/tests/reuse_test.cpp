@@ -59,8 +59,8 @@ void report(const char* what, const Circuit& c, const CompiledCircuit& cc) {
       "channels, "
       "%d field channels (%d fields scattered), at most %d bits live at once\n",
       what, cc.schedule.num_layers, static_cast<long long>(cc.total_neurons()), cc.allocation.clears.size(),
-      static_cast<long long>(clear_neurons(c, cc.allocation)), cc.allocation.channels_used, field_channels(cc.allocation),
-      scattered, cc.allocation.live_peak);
+      static_cast<long long>(clear_neurons(c, cc.allocation)), cc.allocation.channels_used,
+      field_channels(cc.allocation), scattered, cc.allocation.live_peak);
 }
 
 // Runs `tokens` random tokens (a third with en = 0) and counts wrong results and inexact residuals.
@@ -518,7 +518,7 @@ TEST(Modes, OnlyFieldsGatedOnBothSidesShare) {
   ASSERT_OK(c.declare_mode_bit(e[0]));
   EXPECT_FALSE(c.declare_mode_bit(a[0]).is_ok());  // one mode bit per circuit
   c.push_enable(e[0]);
-  const Word gated = must(copy(c, "f", "gated", a));          // read only under e: +1
+  const Word gated = must(copy(c, "f", "gated", a));           // read only under e: +1
   const Word ungated_read = must(copy(c, "f", "ungated", a));  // read by an ungated op: 0
   const Word other_read = must(copy(c, "f", "other", a));      // read under !e: 0
   const Word lagged = must(copy(c, "f", "lagged", a));         // read at a lag: 0

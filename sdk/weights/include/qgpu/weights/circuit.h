@@ -209,8 +209,8 @@ class Circuit {
   std::vector<Ram> rams_;
   std::vector<std::vector<int>> writer_;  // per field, per bit: op index or -1
   std::vector<Bit> enables_;
-  std::vector<int> outputs_;   // fields marked with mark_output
-  std::vector<Word> one_hot_;  // groups declared one-hot (declare_one_hot)
+  std::vector<int> outputs_;     // fields marked with mark_output
+  std::vector<Word> one_hot_;    // groups declared one-hot (declare_one_hot)
   std::optional<Bit> mode_bit_;  // declare_mode_bit
 };
 

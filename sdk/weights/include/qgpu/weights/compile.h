@@ -151,7 +151,9 @@ inline BitRead read_bit(const Allocation& a, Bit b, double w) {
 }
 // The weight on b's channel that changes b's 0/1 value by w (in units of u):
 // its channel moves by 2w·u (NOT b: by -2w·u).
-inline double write_weight(Bit b, double w) { return b.neg ? -2 * w : 2 * w; }
+inline double write_weight(Bit b, double w) {
+  return b.neg ? -2 * w : 2 * w;
+}
 
 inline constexpr double kConstHi = 1;  // normalized value of the bias channel
 
