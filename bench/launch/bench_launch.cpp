@@ -31,6 +31,7 @@
 #include "protocol.h"
 #include "qgpu/core/host.h"
 #include "qgpu/core/launch_args.h"
+#include "qgpu/core/merged_model.h"
 #include "qgpu/core/text.h"
 #include "qgpu/sdk/sdk.h"
 #include "suite.h"
@@ -48,6 +49,8 @@ struct Options {
   bool json = false;
   bool nvcc = false;                  // the kernels_nvcc.* family: ptx-nvcc/<file>.ptx, arguments by position
   bool circuit = false;               // also generate each launch with the machine's circuit (--check)
+  bool model = false;                 // ... with the circuit merged into the config's base (--engine model)
+  bool dense = false;                 // model: circuit layers dense on the backend (default: sparse on the host)
   std::string dtype = "f32";          // the circuit's dtype
   std::int64_t max_generated = 2000;  // circuit: skip launches whose stream is longer
   std::string kernel;
@@ -146,6 +149,9 @@ class Bench {
         o_(o) {}
 
   // Runs one case; a failure names what went wrong in one line.
+  // --model: the merged model every launch runs on (merged on the first, reset after).
+  void set_model_host(sdk::ModelHost* host) { model_host_ = host; }
+
   std::optional<Failure> measure(const kernels::Case& c, Row& row) {
     auto fail = [&](const std::string& what) { return Failure{c.name, core::one_line(what)}; };
     const std::string file = source_path(c, nvcc_);
@@ -206,7 +212,8 @@ class Bench {
       return;
     }
     sdk::ModelRunOptions mo;
-    mo.engine = "circuit";
+    mo.engine = o_.model ? "model" : "circuit";
+    mo.model = model_host_;
     mo.dtype = o_.dtype;
     mo.check = true;
     mo.on_progress = [](std::string_view line) {
@@ -240,6 +247,7 @@ class Bench {
   simt::MachineConfig config_;
   bool nvcc_;
   Options o_;
+  sdk::ModelHost* model_host_ = nullptr;
   std::map<std::string, sdk::KernelModule> modules_;
 };
 
@@ -340,7 +348,9 @@ void print_text(const std::vector<Row>& rows, const Summary& s, int skipped, con
         static_cast<long long>(r.warp_instructions));
   }
   if (!o.circuit) return;
-  std::printf("\ncircuit engine (%s; every generated token checked against the interpreter's stream):\n",
+  std::printf("\n%s (%s; every generated token checked against the interpreter's stream):\n",
+              o.model ? (o.dense ? "model engine, circuit layers dense" : "model engine, circuit layers sparse")
+                      : "circuit engine",
               o.dtype.c_str());
   int exact = 0, failed = 0, skipped_long = 0;
   std::int64_t tokens = 0;
@@ -421,6 +431,9 @@ const char* kUsage =
     "  --config FILE  the qgpu config (default: configs/simt_qwen2b.yaml)\n"
     "  --circuit      also generate every launch with the machine's compiled layers (run --engine circuit\n"
     "                 --check; one compile) and report exact launches, tokens replayed and tokens/s\n"
+    "  --model        the same with the circuit merged in front of the config's base (run --engine model:\n"
+    "                 the model's own logits choose every token; merged once)\n"
+    "  --dense        model: the circuit layers dense on the backend (default: exact sparse path on the host)\n"
     "  --dtype f32|bf16      the circuit's dtype (default f32)\n"
     "  --max-generated N     circuit: skip launches with more than N generated tokens (default 2000)\n";
 
@@ -440,6 +453,10 @@ int main_impl(int argc, char** argv) {
       o.nvcc = true;
     } else if (a == "--circuit") {
       o.circuit = true;
+    } else if (a == "--model") {
+      o.circuit = o.model = true;
+    } else if (a == "--dense") {
+      o.dense = true;
     } else if (a == "--dtype" && i + 1 < argc) {
       o.dtype = argv[++i];
     } else if (a == "--max-generated" && i + 1 < argc) {
@@ -496,6 +513,30 @@ int main_impl(int argc, char** argv) {
   if (!config) return fail("", config.error().to_string());
 
   Bench bench(*frontend, frontend_selection->plugin->name, *config, o);
+  // --model: the config's base on its backend (in --dtype), the circuit merged in front of it.
+  std::shared_ptr<sdk::TensorBackend> backend;
+  std::shared_ptr<sdk::BaseModel> base;
+  std::unique_ptr<core::MergeHost> merge_host;
+  struct Release {  // the merged layers, then the base, then the backend
+    std::unique_ptr<core::MergeHost>& m;
+    std::shared_ptr<sdk::BaseModel>& b;
+    ~Release() {
+      m.reset();
+      b.reset();
+    }
+  } release{merge_host, base};
+  if (o.model) {
+    auto be = (*host)->instantiate<sdk::TensorBackend>({{"dtype", o.dtype}});
+    if (!be) return fail("", be.error().to_string());
+    backend = *be;
+    auto bm = (*host)->instantiate<sdk::BaseModel>();
+    if (!bm) return fail("", bm.error().to_string());
+    base = *bm;
+    auto info = base->load(*backend);
+    if (!info) return fail("", info.error().to_string());
+    merge_host = std::make_unique<core::MergeHost>(*base, *info, *backend, !o.dense);
+    bench.set_model_host(merge_host.get());
+  }
   std::vector<Row> rows(cases.size());
   for (std::size_t i = 0; i < cases.size(); ++i) {
     if (auto f = bench.measure(*cases[i], rows[i])) return fail(f->where, f->what);

@@ -264,6 +264,7 @@ sdk::Expected<std::unique_ptr<MergedModel>> MergedModel::create(sdk::BaseModel& 
   start = Clock::now();
   const sdk::DType dt = backend.dtype();
   const weights::DType wdt = weights_dtype(dt);
+  m->dtype_ = wdt;
   auto upload = [&](void* data, sdk::DType dtype,
                     std::span<const std::int64_t> shape) -> sdk::Expected<const sdk::Tensor*> {
     sdk::Handle<sdk::Tensor> t;
@@ -281,6 +282,7 @@ sdk::Expected<std::unique_ptr<MergedModel>> MergedModel::create(sdk::BaseModel& 
       g.in_proj_qkv =
           mute_window_channels(g.in_proj_qkv, g.conv1d, bs, mute, cc.target.mute_gain, m->cost_.window_channels);
     m->circuit_layers_.push_back(l);
+    if (in.sparse_circuit) continue;  // run by the reference model: nothing to upload
     g.in_proj_qkv = permute_columns(g.in_proj_qkv, swap, flip, sign);
     g.in_proj_z = permute_columns(g.in_proj_z, swap, flip, sign);
     g.in_proj_b = permute_columns(g.in_proj_b, swap, flip, sign);
@@ -322,6 +324,8 @@ sdk::Expected<std::unique_ptr<MergedModel>> MergedModel::create(sdk::BaseModel& 
     m->layers_.push_back(std::move(layer));
   }
 
+  if (in.sparse_circuit) m->reference_ = std::make_unique<weights::ReferenceModel>(m->circuit_layers_, bs, wdt);
+
   // 3. Record tables in the merged channel order.
   auto permuted_rows = [&](const std::vector<float>& src) {
     std::vector<float> out(src.size());
@@ -354,6 +358,19 @@ sdk::Expected<sdk::Handle<sdk::Tensor>> MergedModel::run_circuit(const sdk::Tens
                                  shapes_.linear_key_head_dim,  shapes_.linear_value_head_dim,
                                  shapes_.linear_conv_kernel,   eps};
   sdk::Handle<sdk::Tensor> h, x, mixed;
+  if (reference_) {  // sparse: row by row through the reference model, in the circuit's channel order
+    const std::int64_t T = input.dim(0), H = shapes_.hidden_size;
+    std::vector<float> rows(static_cast<std::size_t>(T * H));
+    const std::int64_t shape[2] = {T, H};
+    QGPU_RETURN_IF_ERROR(be.download(input, view_of(rows.data(), sdk::DType::kF32, shape)));
+    for (std::int64_t t = 0; t < T; ++t) {
+      const std::span<float> row(rows.data() + t * H, static_cast<std::size_t>(H));
+      const std::vector<float> y = circuit_order(reference_->step(circuit_order(row)));  // the swap is its own inverse
+      std::copy(y.begin(), y.end(), row.begin());
+    }
+    QGPU_MERGE_ASSIGN(h, be.upload(view_of(rows.data(), sdk::DType::kF32, shape)));
+    return h;
+  }
   QGPU_MERGE_ASSIGN(h, be.rows(input, 0, input.dim(0)));
   for (Layer& l : layers_) {
     QGPU_MERGE_ASSIGN(x, be.rms_norm(*h, *l.input_norm, eps));
@@ -434,6 +451,79 @@ sdk::Expected<MergedForward> MergedModel::forward(std::span<const std::int64_t> 
 void MergedModel::reset() {
   base_->reset();
   for (Layer& l : layers_) l.state->reset();
+  if (reference_) reference_->reset();
+}
+
+sdk::Expected<weights::StateView> MergedModel::circuit_state() {
+  if (reference_) return reference_->state_view();
+  const std::int64_t nv = shapes_.linear_num_value_heads, dk = shapes_.linear_key_head_dim,
+                     dv = shapes_.linear_value_head_dim;
+  weights::StateView view;
+  view.dtype = dtype_;
+  states_.resize(layers_.size());
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    weights::LayerStateView lv;
+    lv.value_heads = nv;
+    lv.key_dim = dk;
+    lv.value_dim = dv;
+    if (layers_[i].state->tokens() > 0) {  // a layer no token ran through has no state (read_ram says so)
+      states_[i].assign(static_cast<std::size_t>(nv * dk * dv), 0.0f);
+      const std::int64_t shape[3] = {nv, dk, dv};
+      QGPU_RETURN_IF_ERROR(
+          backend_->download_state(*layers_[i].state, view_of(states_[i].data(), sdk::DType::kF32, shape))
+              .with_context("circuit layer " + std::to_string(i)));
+      lv.data = states_[i].data();
+    }
+    view.layers.push_back(lv);
+  }
+  return view;
+}
+
+std::string MergeHost::dtype() const {
+  return backend_->dtype() == sdk::DType::kBF16 ? "bf16" : "f32";
+}
+
+sdk::Status MergeHost::merge(const weights::CompiledCircuit& circuit, std::vector<float> embedding,
+                             std::vector<float> unembedding) {
+  merged_.reset();  // the old layers leave the backend first
+  circuit_ = nullptr;
+  MergeInputs in;
+  in.circuit = &circuit;
+  in.record_embedding = std::move(embedding);
+  in.record_unembedding = std::move(unembedding);
+  in.sparse_circuit = sparse_;
+  auto m = MergedModel::create(*base_, info_, *backend_, in);
+  if (!m) return m.status();
+  merged_ = std::move(*m);
+  merged_->reset();
+  circuit_ = &circuit;
+  return sdk::Status::ok();
+}
+
+sdk::Expected<std::vector<float>> MergeHost::forward(std::span<const std::int64_t> ids) {
+  if (!merged_) return sdk::internal_error("forward() before merge()");
+  auto f = merged_->forward(ids);
+  if (!f) return f.status();
+  return std::move(f->logits);
+}
+
+sdk::Expected<weights::StateView> MergeHost::circuit_state() {
+  if (!merged_) return sdk::internal_error("circuit_state() before merge()");
+  return merged_->circuit_state();
+}
+
+std::string MergeHost::describe() const {
+  if (!merged_) return "not merged";
+  const MergeCost& c = merged_->cost();
+  char line[256];
+  std::snprintf(
+      line, sizeof line,
+      "%lld circuit layers (%s) + the base's %lld, %lld record rows, mute channel %lld; %.1f GiB uploaded (%s)",
+      static_cast<long long>(c.circuit_layers), sparse_ ? "sparse, on the host" : "dense, on the backend",
+      static_cast<long long>(info_.num_layers), static_cast<long long>(c.records),
+      static_cast<long long>(merged_->mute().channel), static_cast<double>(c.uploaded_bytes) / (1 << 30),
+      dtype().c_str());
+  return line;
 }
 
 double kl_divergence(std::span<const float> p_logits, std::span<const float> q_logits, std::int64_t n) {

@@ -10,6 +10,7 @@ namespace qgpu::sdk {
 Plugin::~Plugin() = default;
 Frontend::~Frontend() = default;
 Machine::~Machine() = default;
+ModelHost::~ModelHost() = default;
 Expected<ModelRunResult> Machine::run_model(const MachineProgram&, const std::vector<LaunchArg>&,
                                             const ModelRunOptions& options) {
   return not_available("--engine " + options.engine + " (running a launch through the model)");
@@ -18,7 +19,9 @@ MachineProgram::~MachineProgram() = default;
 BaseModel::~BaseModel() = default;
 TensorBackend::~TensorBackend() = default;
 
-bool Options::has(std::string_view key) const { return values_.find(std::string(key)) != values_.end(); }
+bool Options::has(std::string_view key) const {
+  return values_.find(std::string(key)) != values_.end();
+}
 
 Expected<std::string> Options::get_string(std::string_view key) const {
   auto it = values_.find(std::string(key));

@@ -228,7 +228,7 @@ struct Setup {
   }
 };
 
-std::unique_ptr<Setup> setup(const std::string& dtype, bool mute_window = true) {
+std::unique_ptr<Setup> setup(const std::string& dtype, bool mute_window = true, bool sparse = false) {
   auto s = std::make_unique<Setup>();
   s->loaded = load(dtype, s->skip);
   if (!s->loaded) return s;
@@ -238,6 +238,7 @@ std::unique_ptr<Setup> setup(const std::string& dtype, bool mute_window = true) 
   MergeInputs in;
   in.circuit = &s->circuit->cc;
   in.mute_window = mute_window;
+  in.sparse_circuit = sparse;
   std::map<std::int64_t, std::int64_t> index;
   for (std::int64_t id : s->tokens.ids) {
     auto [it, fresh] = index.emplace(id, static_cast<std::int64_t>(index.size()));
@@ -597,6 +598,64 @@ TEST(Merge, CircuitTokensMatchTheReferenceAndTextAfterThemIsMeasuredBf16) {
 
 // Without the conv-window mute, text before a record reaches the circuit through
 // previous(): measured (the count is printed), not asserted.
+// The exact sparse path (MergeInputs::sparse_circuit: the circuit layers on the host through
+// weights::ReferenceModel) against the dense layers on the backend: every logit, the residual
+// after the circuit layers and every circuit layer's recurrent state (read from the backend
+// with download_state) equal bit for bit, on text, circuit tokens and text after them.
+void sparse_case(const char* dtype) {
+  auto dense = setup(dtype);
+  if (!dense->loaded) GTEST_SKIP() << dense->skip;
+  auto sparse = setup(dtype, /*mute_window=*/true, /*sparse=*/true);
+  ASSERT_TRUE(dense->merged && sparse->merged);
+  const auto prefix = prompt_ids(*dense->loaded->base, kPrompts[0], 16);
+  std::vector<std::int64_t> seq = prefix;
+  seq.insert(seq.end(), dense->merged_ids.begin(), dense->merged_ids.end());
+  seq.insert(seq.end(), prefix.begin(), prefix.end());
+  ASSERT_EQ(dense->merged_ids, sparse->merged_ids);
+  ForwardOptions fo;
+  fo.all_logits = true;
+  fo.circuit_residual = true;
+  dense->merged->reset();
+  sparse->merged->reset();
+  auto a = dense->merged->forward(seq, fo);
+  auto b = sparse->merged->forward(seq, fo);
+  ASSERT_TRUE(a && b);
+  EXPECT_TRUE(bitwise_equal(a->circuit_residual, b->circuit_residual)) << dtype;
+  EXPECT_TRUE(bitwise_equal(a->logits, b->logits)) << dtype;
+  auto sa = dense->merged->circuit_state();
+  auto sb = sparse->merged->circuit_state();
+  ASSERT_TRUE(sa.has_value()) << sa.status().to_string();
+  ASSERT_TRUE(sb.has_value()) << sb.status().to_string();
+  ASSERT_EQ(sa->layers.size(), sb->layers.size());
+  std::int64_t values = 0, differ = 0, written = 0;
+  for (std::size_t l = 0; l < sa->layers.size(); ++l) {
+    const w::LayerStateView &x = sa->layers[l], &y = sb->layers[l];
+    ASSERT_TRUE(x.data != nullptr && y.data != nullptr) << "layer " << l;
+    for (std::int64_t h = 0; h < x.value_heads; ++h)
+      for (std::int64_t k = 0; k < x.key_dim; ++k)
+        for (std::int64_t v = 0; v < x.value_dim; ++v) {
+          const float p = x.at(h, k, v), q = y.at(h, k, v);
+          differ += std::bit_cast<std::uint32_t>(p) != std::bit_cast<std::uint32_t>(q);
+          written += p != 0;
+          ++values;
+        }
+  }
+  std::printf(
+      "[ %s ] %zu tokens (%zu circuit): logits, circuit residuals equal; state values: %lld, %lld nonzero, "
+      "%lld differ\n",
+      dtype, seq.size(), dense->merged_ids.size(), static_cast<long long>(values), static_cast<long long>(written),
+      static_cast<long long>(differ));
+  EXPECT_GT(written, 0);
+  EXPECT_EQ(differ, 0);
+}
+
+TEST(Merge, SparseCircuitLayersEqualTheDenseOnesBitForBitF32) {
+  sparse_case("f32");
+}
+TEST(Merge, SparseCircuitLayersEqualTheDenseOnesBitForBitBf16) {
+  sparse_case("bf16");
+}
+
 TEST(Merge, TextInTheConvWindowWithoutTheWindowMute) {
   auto s = setup("f32", /*mute_window=*/false);
   if (!s->loaded) GTEST_SKIP() << s->skip;

@@ -33,6 +33,7 @@ struct RunOptions {
   std::string dtype = "f32";      // the model engines' layer math: f32 or bf16
   bool check = false;             // model engines: compare the generated stream with the interpreter's
   std::uint64_t max_tokens = 0;   // model engines: generated tokens at most (0: the machine's default)
+  bool dense = false;             // engine model: circuit layers dense on the backend (default: exact sparse path)
   bool json = false;
   bool trace = false;
   bool records = false;
@@ -47,10 +48,10 @@ struct GenerateOptions {
   std::string system;  // chat: an optional system message
   std::int64_t max_tokens = 64;
   core::SamplingOptions sampling;
-  bool echo = false;   // print the prompt before the continuation
-  bool stats = false;  // tokens and tokens/s on stderr
-  bool json = false;   // generate: one JSON object (prompt_ids, ids, text, stopped) instead of streamed text
-  bool logits = false; // with --json: every step's logits too
+  bool echo = false;    // print the prompt before the continuation
+  bool stats = false;   // tokens and tokens/s on stderr
+  bool json = false;    // generate: one JSON object (prompt_ids, ids, text, stopped) instead of streamed text
+  bool logits = false;  // with --json: every step's logits too
 };
 int run_generate(const core::Host& host, const GenerateOptions& options);
 int run_chat(const core::Host& host, const GenerateOptions& options);

@@ -22,25 +22,24 @@ int report(const sdk::Status& status) {
     case sdk::ErrorCode::kNotFound:
     case sdk::ErrorCode::kParseError:
     case sdk::ErrorCode::kUnsupported:
-    case sdk::ErrorCode::kLimitExceeded:
-      return kExitUsage;
-    default:
-      return kExitFailure;
+    case sdk::ErrorCode::kLimitExceeded: return kExitUsage;
+    default: return kExitFailure;
   }
 }
 
 namespace {
 
 std::string version_line() {
-  return std::string("qgpu-host ") + QGPU_SDK_VERSION_STRING + " (SDK " + QGPU_SDK_VERSION_STRING +
-         ", plugin ABI " + std::to_string(QGPU_ABI_VERSION) + ", " + QGPU_BUILD_FINGERPRINT + ")";
+  return std::string("qgpu-host ") + QGPU_SDK_VERSION_STRING + " (SDK " + QGPU_SDK_VERSION_STRING + ", plugin ABI " +
+         std::to_string(QGPU_ABI_VERSION) + ", " + QGPU_BUILD_FINGERPRINT + ")";
 }
 
 int main_impl(int argc, char** argv) {
   core::init_logging();
 
-  CLI::App app{"qgpu-host: runs CUDA kernels on a SIMT GPU compiled into a language model's weights.\n"
-               "Plugins (frontend, machine, base model, tensor backend) are chosen by a YAML config."};
+  CLI::App app{
+      "qgpu-host: runs CUDA kernels on a SIMT GPU compiled into a language model's weights.\n"
+      "Plugins (frontend, machine, base model, tensor backend) are chosen by a YAML config."};
   app.set_version_flag("--version", version_line());
   core::HostOptions host_options;
   std::string config_file;
@@ -66,14 +65,17 @@ int main_impl(int argc, char** argv) {
       ->allow_extra_args(false);
   run->add_option("--engine", run_options.engine,
                   "interp (the reference interpreter, default), circuit (the machine's compiled layers generate the "
-                  "launch on the reference layer math), model (merged into the base), or both (interp and circuit, "
-                  "arrays compared)")
+                  "launch on the reference layer math), model (the circuit merged in front of the base model generates "
+                  "it from the model's own logits), or both (interp and circuit, arrays compared)")
       ->check(CLI::IsMember({"interp", "circuit", "model", "both"}));
   run->add_flag("--check", run_options.check,
                 "circuit/model/both: compare every generated token with the interpreter's stream (stops at the "
                 "first difference) and the final arrays");
   run->add_option("--dtype", run_options.dtype, "circuit/model: the layer math's dtype, f32 (default) or bf16")
       ->check(CLI::IsMember({"f32", "bf16"}));
+  run->add_flag("--dense", run_options.dense,
+                "model: run the circuit layers dense on the backend (default: on the host over their sparse weights, "
+                "the same results bit for bit)");
   run->add_option("--max-tokens", run_options.max_tokens,
                   "circuit/model: stop with an error after this many generated tokens (default 100000)")
       ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 40));

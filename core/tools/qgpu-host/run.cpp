@@ -8,6 +8,7 @@
 
 #include "commands.h"
 #include "qgpu/core/launch_args.h"
+#include "qgpu/core/merged_model.h"
 #include "qgpu/core/text.h"
 #include "qgpu/sdk/sdk.h"
 
@@ -78,18 +79,14 @@ int run_kernel(const core::Host& host, const RunOptions& options) {
   if (options.grid == 0 || options.block == 0) {
     return report(sdk::invalid_argument("--grid and --block must be at least 1"));
   }
-  if (options.engine == "model") {
-    // Before the arguments: nothing of the run can happen without the merged model.
-    return report(sdk::not_available(
-        "--engine model (the merged model: the machine's circuit must first fit the base's 2048-wide residual; "
-        "--engine circuit runs it alone)"));
-  }
   const bool use_interp = options.engine == "interp" || options.engine == "both";
-  const bool use_model = options.engine == "circuit" || options.engine == "both";
+  const bool merged = options.engine == "model";
+  const bool use_model = options.engine == "circuit" || options.engine == "both" || merged;
+  if (options.dense && !merged) return report(sdk::invalid_argument("--dense applies to --engine model only"));
   if (options.check && !use_model) {
     return report(
         sdk::invalid_argument("--check compares a model engine with the interpreter: it needs --engine "
-                              "circuit or both"));
+                              "circuit, model or both"));
   }
   std::vector<core::ArgSpec> args;
   for (const auto& text : options.args) {
@@ -134,10 +131,36 @@ int run_kernel(const core::Host& host, const RunOptions& options) {
     interp = std::move(*result);
   }
 
+  // --engine model: the base on the backend, the machine's circuit merged in front of it.
+  std::shared_ptr<sdk::TensorBackend> backend;
+  std::shared_ptr<sdk::BaseModel> base;
+  std::unique_ptr<core::MergeHost> merge_host;
+  struct Release {  // the merged layers, then the base, then the backend
+    std::unique_ptr<core::MergeHost>& m;
+    std::shared_ptr<sdk::BaseModel>& b;
+    ~Release() {
+      m.reset();
+      b.reset();
+    }
+  } release{merge_host, base};
+  if (merged) {
+    auto be = host.instantiate<sdk::TensorBackend>({{"dtype", options.dtype}});  // --dtype is the layers' dtype
+    if (!be) return report(be.error());
+    backend = *be;
+    auto bm = host.instantiate<sdk::BaseModel>();
+    if (!bm) return report(bm.error());
+    base = *bm;
+    const std::string base_name = host.select(QGPU_PLUGIN_BASE_MODEL)->plugin->name;
+    auto info = core::guarded_call(base_name, "load()", [&] { return base->load(*backend); });
+    if (!info) return report(info.error());
+    merge_host = std::make_unique<core::MergeHost>(*base, *info, *backend, !options.dense);
+  }
+
   sdk::ModelRunResult model;
   if (use_model) {
     sdk::ModelRunOptions model_options;
-    model_options.engine = "circuit";
+    model_options.engine = merged ? "model" : "circuit";
+    model_options.model = merge_host.get();
     model_options.dtype = options.dtype;
     model_options.check = options.check;
     model_options.trace = options.trace;
@@ -199,7 +222,7 @@ int run_kernel(const core::Host& host, const RunOptions& options) {
   }
   for (const auto& a : arrays) std::printf("%s = %s\n", a.param.c_str(), core::format_array(a.array).c_str());
   if (use_model)
-    std::printf("%s\n", model_summary(use_interp ? "interp = circuit" : "circuit", options.dtype, model).c_str());
+    std::printf("%s\n", model_summary(use_interp ? "interp = circuit" : options.engine, options.dtype, model).c_str());
   if (options.stats) {
     for (const auto& [key, value] : interp.stats)
       std::printf("stat: %s = %lld\n", key.c_str(), static_cast<long long>(value));

@@ -263,6 +263,30 @@ sdk::Status TorchBackend::download(const sdk::Tensor& tensor, const sdk::TensorV
   return result.status();
 }
 
+sdk::Status TorchBackend::download_state(const sdk::LayerState& state, const sdk::TensorView& host) {
+  if (state.owner() != this) return sdk::invalid_argument("download_state: the state belongs to another backend");
+  const auto& s = static_cast<const TorchState&>(state);
+  if (s.kind != TorchState::Kind::kDeltaNet || !s.delta_net.recurrent.defined())
+    return sdk::invalid_argument(s.kind == TorchState::Kind::kAttention
+                                     ? "download_state: an attention layer's cache has no recurrent state"
+                                     : "download_state: the state is empty (no token has run through its layer)");
+  QGPU_RETURN_IF_ERROR(sdk::validate_view(host).with_context("download_state"));
+  if (host.device.type != sdk::DeviceType::kCpu || !host.is_contiguous() || host.data == nullptr ||
+      host.dtype != sdk::DType::kF32)
+    return sdk::invalid_argument("download_state: the destination must be contiguous f32 host memory");
+  const at::Tensor& r = s.delta_net.recurrent;  // [1, nv, dk, dv]
+  const std::vector<std::int64_t> want(host.shape, host.shape + host.rank);
+  if (r.dim() != 4 || r.size(0) != 1 || std::vector<std::int64_t>(r.sizes().begin() + 1, r.sizes().end()) != want)
+    return sdk::invalid_argument("download_state: the state has shape " + shape_string(r.sizes()) + ", destination " +
+                                 shape_string(want));
+  auto result = guarded<bool>("download_state", [&]() -> sdk::Expected<bool> {
+    auto out = r.to(at::kCPU, at::kFloat).contiguous();
+    std::memcpy(host.data, out.data_ptr(), host.nbytes());
+    return true;
+  });
+  return result.status();
+}
+
 sdk::Expected<sdk::Handle<sdk::LayerState>> TorchBackend::create_state() {
   return sdk::Handle<sdk::LayerState>(new TorchState(this));
 }

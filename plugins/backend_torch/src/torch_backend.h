@@ -29,6 +29,7 @@ class TorchBackend final : public sdk::TensorBackend {
 
   sdk::Expected<sdk::Handle<sdk::Tensor>> upload(const sdk::TensorView& host) override;
   sdk::Status download(const sdk::Tensor& tensor, const sdk::TensorView& host) override;
+  sdk::Status download_state(const sdk::LayerState& state, const sdk::TensorView& host) override;
   sdk::Expected<sdk::Handle<sdk::LayerState>> create_state() override;
 
   sdk::Expected<sdk::Handle<sdk::Tensor>> embed(const sdk::Tensor& table, std::span<const std::int64_t> ids) override;

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <utility>
 
 #include "choice.h"
@@ -29,6 +30,9 @@ double seconds_since(Clock::time_point t0) {
 // The choice's logit scale: α = 1 puts the logits in bits (the chosen row scores
 // kChoiceKindWeight, a row with one wrong bit one less).
 constexpr double kChoiceAlpha = 1;
+// In the merged model the record rows compete with the base's text rows (and read the
+// residual after the base's layers): α = 16 puts the chosen row at 16 · 17 = 272.
+constexpr double kMergedChoiceAlpha = 16;
 
 // The machine's circuit, compiled once per process.
 struct CompiledMachine {
@@ -38,57 +42,37 @@ struct CompiledMachine {
   weights::SparseMatrix unembed;  // the machine's rows
   double build_s = 0, compile_s = 0;
   std::int64_t key_heads = 0;
+  bool merged = false;  // compiled for the merge: the base's shapes, a mute channel, kMergedChoiceAlpha
 };
 
 void say(const sdk::ModelRunOptions& o, const std::string& line) {
   if (o.on_progress) o.on_progress(line);
 }
 
-sdk::Expected<std::unique_ptr<CompiledMachine>> build_compiled(const sdk::ModelRunOptions& o) {
+sdk::Expected<std::unique_ptr<CompiledMachine>> build_compiled(const sdk::ModelRunOptions& o,
+                                                               const weights::Target& target, bool merged) {
   auto x = std::make_unique<CompiledMachine>();
+  x->merged = merged;
   say(o, "circuit: building the machine");
   auto t0 = Clock::now();
   auto m = circuit::build_machine(x->c);
   if (!m) return m.status().with_context("building the machine's circuit");
   x->m = std::move(*m);
   const circuit::NextToken* next = &x->m.sequencer.next;
-  {
-    // The choice reads the NextToken fields after the last layer: keep their channels.
-    std::vector<weights::Word> outs = {{next->wreg, next->wmem, next->sched, next->data, next->exec, next->sync,
-                                        next->cta, next->halt, next->wmem_shared},
-                                       next->warp,
-                                       next->wreg_reg,
-                                       next->wreg_lanes,
-                                       next->wreg_format,
-                                       next->wmem_word,
-                                       next->wmem_count,
-                                       next->wmem_format,
-                                       next->sched_lanes,
-                                       next->sched_status,
-                                       next->sched_block,
-                                       next->exec_block,
-                                       next->exec_lanes,
-                                       next->cta_index,
-                                       next->data_value};
-    for (const weights::Word& w : outs) {
-      weights::Word pos;
-      for (const weights::Bit& b : w)
-        if (b.field != 0) pos.push_back(weights::Bit{b.field, b.bit, false});
-      if (pos.empty()) continue;
-      QGPU_RETURN_IF_ERROR(x->c.mark_output(pos));
-    }
-  }
+  // The choice reads the NextToken fields after the last layer: they keep their channels.
+  QGPU_RETURN_IF_ERROR(circuit::mark_choice_outputs(x->c, *next));
   x->build_s = seconds_since(t0);
   say(o, "circuit: compiling " + std::to_string(x->c.fields().size()) + " fields, " +
-             std::to_string(x->c.ops().size()) + " ops to Qwen3.5-2B layer shapes at hidden " +
-             std::to_string(circuit::kMachineHidden));
+             std::to_string(x->c.ops().size()) + " ops to " +
+             (merged ? std::string("the base's layer shapes (with a mute channel)") : "Qwen3.5-2B layer shapes") +
+             " at hidden " + std::to_string(target.shapes.hidden_size));
   t0 = Clock::now();
-  auto cc = weights::compile(x->c, circuit::machine_target());
+  auto cc = weights::compile(x->c, target);
   if (!cc) return cc.status().with_context("compiling the machine's circuit");
   x->cc = std::move(*cc);
   x->compile_s = seconds_since(t0);
   for (const weights::LayerUse& u : x->cc.schedule.use) x->key_heads += u.key_heads;
-  auto u = circuit::record_unembedding(*next, x->cc.allocation, kChoiceAlpha);
+  auto u = circuit::record_unembedding(*next, x->cc.allocation, merged ? kMergedChoiceAlpha : kChoiceAlpha);
   if (!u) return u.status().with_context("the machine's unembedding");
   x->unembed = std::move(*u);
   char line[256];
@@ -97,25 +81,76 @@ sdk::Expected<std::unique_ptr<CompiledMachine>> build_compiled(const sdk::ModelR
                 "in %.1f s)",
                 x->cc.schedule.num_layers, static_cast<long long>(x->cc.total_neurons()),
                 static_cast<long long>(x->key_heads), static_cast<long long>(x->cc.allocation.channels_used),
-                static_cast<long long>(circuit::kMachineHidden), x->build_s, x->compile_s);
+                static_cast<long long>(target.shapes.hidden_size), x->build_s, x->compile_s);
   say(o, line);
   return x;
 }
 
+// Compiled once per process and target: the circuit engine's (machine_target()) and the
+// merge's (the base's shapes with a mute channel).
 sdk::Expected<const CompiledMachine*> compiled_machine(const sdk::ModelRunOptions& o) {
   static std::mutex mu;
-  static std::unique_ptr<CompiledMachine> cached;
-  static std::optional<sdk::Status> failed;
-  std::lock_guard<std::mutex> lock(mu);
-  if (cached) return static_cast<const CompiledMachine*>(cached.get());
-  if (failed) return *failed;
-  auto x = build_compiled(o);
-  if (!x) {
-    failed = x.status();
-    return x.status();
+  struct Entry {
+    weights::Target target;
+    bool merged = false;
+    std::unique_ptr<CompiledMachine> x;
+    std::optional<sdk::Status> failed;
+  };
+  static std::vector<Entry> cache;
+  const bool merged = o.engine == "model";
+  weights::Target target = circuit::machine_target();
+  if (merged) {
+    target.shapes = o.model->shapes();
+    target.mute_channel = true;
   }
-  cached = std::move(*x);
-  return static_cast<const CompiledMachine*>(cached.get());
+  auto same = [&](const Entry& e) {
+    const sdk::LayerShapes &a = e.target.shapes, &b = target.shapes;
+    return e.merged == merged && a.hidden_size == b.hidden_size && a.intermediate_size == b.intermediate_size &&
+           a.linear_num_key_heads == b.linear_num_key_heads && a.linear_num_value_heads == b.linear_num_value_heads &&
+           a.linear_key_head_dim == b.linear_key_head_dim && a.linear_value_head_dim == b.linear_value_head_dim &&
+           a.linear_conv_kernel == b.linear_conv_kernel && a.rms_norm_eps == b.rms_norm_eps;
+  };
+  std::lock_guard<std::mutex> lock(mu);
+  for (const Entry& e : cache) {
+    if (!same(e)) continue;
+    if (e.failed) return *e.failed;
+    return static_cast<const CompiledMachine*>(e.x.get());
+  }
+  Entry e{target, merged, nullptr, std::nullopt};
+  auto x = build_compiled(o, target, merged);
+  if (x)
+    e.x = std::move(*x);
+  else
+    e.failed = x.status();
+  cache.push_back(std::move(e));
+  if (cache.back().failed) return *cache.back().failed;
+  return static_cast<const CompiledMachine*>(cache.back().x.get());
+}
+
+// The record rows of the merge: row i embeds token id base + i (weights::embed of its
+// inputs; a row the protocol reserves stays 0) and scores with the machine's
+// unembedding row i, both dense [vocabulary_rows(), hidden].
+sdk::Status merge_machine(const CompiledMachine& x, sdk::ModelHost& host, const sdk::ModelRunOptions& o) {
+  const auto t0 = Clock::now();
+  const std::int64_t V = vocabulary_rows(), H = x.cc.target.shapes.hidden_size;
+  std::vector<float> embedding(static_cast<std::size_t>(V * H), 0.0f);
+  for (std::int64_t r = 0; r < V; ++r) {
+    auto in = circuit::token_inputs(x.m.fd.records, x.m.fd.records.base + r);
+    if (!in) continue;  // a reserved row: never fed
+    const std::vector<float> row = weights::embed(x.c, x.cc.allocation, *in);
+    std::copy(row.begin(), row.end(), embedding.begin() + r * H);
+  }
+  std::vector<float> unembedding(static_cast<std::size_t>(x.unembed.rows * H), 0.0f);
+  for (std::int64_t r = 0; r < x.unembed.rows; ++r)
+    for (std::int64_t p = x.unembed.row_ptr[r]; p < x.unembed.row_ptr[r + 1]; ++p)
+      unembedding[static_cast<std::size_t>(r * H + x.unembed.col[p])] = x.unembed.val[p];
+  say(o, "model: merging " + std::to_string(x.cc.schedule.num_layers) + " circuit layers and " + std::to_string(V) +
+             " record rows in front of the base");
+  QGPU_RETURN_IF_ERROR(host.merge(x.cc, std::move(embedding), std::move(unembedding)));
+  char line[96];
+  std::snprintf(line, sizeof line, " (%.1f s)", seconds_since(t0));
+  say(o, "model: " + host.describe() + line);
+  return sdk::Status::ok();
 }
 
 bool never_generated(RecordKind k) {
@@ -130,7 +165,9 @@ struct CircuitRun::State {
   std::vector<sdk::LaunchArg> args;
   sdk::ModelRunOptions options;
   weights::DType dtype = weights::DType::kF32;
-  std::unique_ptr<weights::ReferenceModel> model;
+  std::unique_ptr<weights::ReferenceModel> model;  // engine "circuit"
+  sdk::ModelHost* host = nullptr;                  // engine "model"
+  std::vector<float> logits;                       // engine "model": after the last token fed
   std::vector<Record> prompt;
   MemoryLayout layout;
   std::vector<float> y;  // the residual after the last token fed
@@ -145,12 +182,25 @@ struct CircuitRun::State {
   double prompt_s = 0, generate_s = 0, readback_s = 0;
 
   std::int64_t base() const { return x->m.fd.records.base; }
-  sdk::Status feed(std::int64_t id) {
-    auto in = circuit::token_inputs(x->m.fd.records, id);
-    if (!in) return in.status();
-    y = model->step(weights::embed(x->c, x->cc.allocation, *in));
+  // Feeds machine token ids (numbered from base(); the merged model's from host->text_rows()).
+  sdk::Status feed(std::span<const std::int64_t> ids) {
+    if (host != nullptr) {
+      std::vector<std::int64_t> merged(ids.begin(), ids.end());
+      for (std::int64_t& id : merged) id = id - base() + host->text_rows();
+      auto l = host->forward(merged);
+      if (!l) return l.status();
+      logits = std::move(*l);
+      return sdk::Status::ok();
+    }
+    for (std::int64_t id : ids) {
+      auto in = circuit::token_inputs(x->m.fd.records, id);
+      if (!in) return in.status();
+      y = model->step(weights::embed(x->c, x->cc.allocation, *in));
+    }
     return sdk::Status::ok();
   }
+  sdk::Status feed(std::int64_t id) { return feed(std::span<const std::int64_t>(&id, 1)); }
+  std::string engine() const { return host != nullptr ? "model" : "circuit"; }
   // "last records: A | B | C": up to three generated records before the failure.
   std::string last_records() const {
     if (records.empty()) return "no record generated yet, after the prompt's RUN";
@@ -167,13 +217,17 @@ CircuitRun::~CircuitRun() = default;
 sdk::Expected<std::unique_ptr<CircuitRun>> CircuitRun::start(const Program& program,
                                                              const std::vector<sdk::LaunchArg>& args,
                                                              const sdk::ModelRunOptions& options) {
-  if (options.engine == "model")
-    return sdk::not_available("--engine model (the merged model: the machine's circuit compiles at hidden " +
-                              std::to_string(circuit::kMachineHidden) +
-                              " and must first fit the base's 2048-wide residual)");
-  if (options.engine != "circuit")
+  if (options.engine != "circuit" && options.engine != "model")
     return sdk::invalid_argument("engine '" + options.engine + "' is not one of circuit, model");
+  if (options.engine == "model" && options.model == nullptr)
+    return sdk::invalid_argument("--engine model needs the host's merged model (ModelRunOptions::model)");
   auto s = std::make_unique<State>();
+  if (options.engine == "model") {
+    s->host = options.model;
+    if (options.dtype != s->host->dtype())
+      return sdk::invalid_argument("--engine model runs in the backend's dtype " + s->host->dtype() + ", not " +
+                                   options.dtype + " (set backend.dtype in the config)");
+  }
   if (options.dtype == "f32")
     s->dtype = weights::DType::kF32;
   else if (options.dtype == "bf16")
@@ -204,11 +258,11 @@ sdk::Expected<std::unique_ptr<CircuitRun>> CircuitRun::start(const Program& prog
       const bool mul = u == kUnitMul, write = u == kUnitStore || u == kUnitAtomic;
       const int want = mul ? circuit::kMulSlot : circuit::kMemWriteSlot;
       if ((mul || write) && static_cast<int>(i) != want)
-        return sdk::unsupported("--engine circuit: block B" + std::to_string(b) + " (" + program.blocks[b].label +
-                                ") has " + std::string(op_info(program.blocks[b].slots[i].in.op).mnemonic) +
-                                " in slot " + std::to_string(i) + ", the circuit " +
-                                (mul ? "multiplies" : "writes memory") + " only in slot " + std::to_string(want) +
-                                " (docs/ISA.md §6)");
+        return sdk::unsupported("--engine " + options.engine + ": block B" + std::to_string(b) + " (" +
+                                program.blocks[b].label + ") has " +
+                                std::string(op_info(program.blocks[b].slots[i].in.op).mnemonic) + " in slot " +
+                                std::to_string(i) + ", the circuit " + (mul ? "multiplies" : "writes memory") +
+                                " only in slot " + std::to_string(want) + " (docs/ISA.md §6)");
     }
   auto x = compiled_machine(options);
   if (!x) return x.status();
@@ -218,33 +272,47 @@ sdk::Expected<std::unique_ptr<CircuitRun>> CircuitRun::start(const Program& prog
                                " differs from the protocol's " + std::to_string(kQwen35VocabRows));
   // What the circuit was built for (the machine's default options).
   if (program.config.block_instructions != circuit::kMachineSlots)
-    return sdk::unsupported("--engine circuit: the circuit runs blocks of " + std::to_string(circuit::kMachineSlots) +
+    return sdk::unsupported("--engine " + options.engine + ": the circuit runs blocks of " +
+                            std::to_string(circuit::kMachineSlots) +
                             " instructions, the program was lowered with block_instructions " +
                             std::to_string(program.config.block_instructions));
   const int words = circuit::memory_words(s->x->m.memory.layout);
   if (s->layout.total_words > words)
-    return sdk::limit_exceeded("--engine circuit: the launch's arrays need " + std::to_string(s->layout.total_words) +
+    return sdk::limit_exceeded("--engine " + options.engine + ": the launch's arrays need " +
+                               std::to_string(s->layout.total_words) +
                                " words of global memory, the circuit's memory holds " + std::to_string(words) +
                                " (over by " + std::to_string(s->layout.total_words - words) + ")");
-  s->model = std::make_unique<weights::ReferenceModel>(s->x->cc.layers, s->x->cc.target.shapes, s->dtype);
+  if (s->host != nullptr && s->host->holds(s->x->cc))
+    s->host->reset();  // merged by an earlier run: a new sequence
+  else if (s->host != nullptr)
+    QGPU_RETURN_IF_ERROR(merge_machine(*s->x, *s->host, options));
+  else
+    s->model = std::make_unique<weights::ReferenceModel>(s->x->cc.layers, s->x->cc.target.shapes, s->dtype);
   return std::unique_ptr<CircuitRun>(new CircuitRun(std::move(s)));
 }
 
 sdk::Status CircuitRun::feed_prompt() {
   State& s = *s_;
   const auto t0 = Clock::now();
+  std::vector<std::int64_t> all;  // the merged model takes the whole prompt in one call
   for (std::size_t i = 0; i < s.prompt.size(); ++i) {
     const Record& r = s.prompt[i];
     auto ids = circuit::record_token_ids(s.x->m.fd.records, r);
     if (!ids) return ids.status().with_context("prompt record " + std::to_string(i) + " (" + to_text(r) + ")");
+    if (s.host != nullptr) {
+      all.insert(all.end(), ids->begin(), ids->end());
+      s.prompt_tokens += static_cast<std::int64_t>(ids->size());
+      continue;
+    }
     for (std::int64_t id : *ids) {
       sdk::Status st = s.feed(id);
       if (!st.is_ok()) return st.with_context("prompt record " + std::to_string(i) + " (" + to_text(r) + ")");
       ++s.prompt_tokens;
     }
   }
+  if (s.host != nullptr) QGPU_RETURN_IF_ERROR(s.feed(all).with_context("the prompt"));
   s.prompt_s = seconds_since(t0);
-  say(s.options, "circuit: fed the prompt: " + std::to_string(s.prompt.size()) + " records, " +
+  say(s.options, s.engine() + ": fed the prompt: " + std::to_string(s.prompt.size()) + " records, " +
                      std::to_string(s.prompt_tokens) + " tokens");
   return sdk::Status::ok();
 }
@@ -254,6 +322,7 @@ sdk::Status CircuitRun::generate() {
   if (s.prompt_tokens == 0) return sdk::internal_error("generate() before feed_prompt()");
   const weights::SparseMatrix& u = s.x->unembed;
   std::vector<float> logits(static_cast<std::size_t>(u.rows), 0.f);
+  const std::int64_t text = s.host != nullptr ? s.host->text_rows() : 0;
   std::vector<std::int64_t> current;  // the record being generated: header + DATA so far
   int need = 0;                       // DATA tokens it still needs
   const auto t0 = Clock::now();
@@ -262,13 +331,18 @@ sdk::Status CircuitRun::generate() {
     if (step >= s.options.max_tokens)
       return sdk::limit_exceeded("the launch did not reach HALT within --max-tokens " +
                                  std::to_string(s.options.max_tokens) + " generated tokens (" + s.last_records() + ")");
-    for (std::int64_t r = 0; r < u.rows; ++r) {
-      double acc = 0;
-      for (std::int64_t p = u.row_ptr[r]; p < u.row_ptr[r + 1]; ++p)
-        acc += u.val[p] * s.y[static_cast<std::size_t>(u.col[p])];
-      logits[static_cast<std::size_t>(r)] = static_cast<float>(acc / weights::kResidualUnit);
+    sdk::Expected<circuit::Choice> ch = circuit::Choice{};
+    if (s.host != nullptr) {
+      ch = circuit::choose(s.logits, text);  // the model's own logits over every row: no text row may win
+    } else {
+      for (std::int64_t r = 0; r < u.rows; ++r) {
+        double acc = 0;
+        for (std::int64_t p = u.row_ptr[r]; p < u.row_ptr[r + 1]; ++p)
+          acc += u.val[p] * s.y[static_cast<std::size_t>(u.col[p])];
+        logits[static_cast<std::size_t>(r)] = static_cast<float>(acc / weights::kResidualUnit);
+      }
+      ch = circuit::choose(logits);
     }
-    auto ch = circuit::choose(logits);
     // --check: the expected token at this step against what was chosen (`got`: a text when
     // nothing or a row the machine never generates was chosen).
     auto check_failure = [&](const std::string& got, const std::string& margin) {
@@ -323,8 +397,8 @@ sdk::Status CircuitRun::generate() {
   s.halted = true;
   s.generate_s = seconds_since(t0);
   char line[160];
-  std::snprintf(line, sizeof line, "circuit: HALT after %zu generated tokens (%.1f ms per token)", s.generated.size(),
-                1e3 * s.generate_s / static_cast<double>(s.generated.size()));
+  std::snprintf(line, sizeof line, "%s: HALT after %zu generated tokens (%.1f ms per token)", s.engine().c_str(),
+                s.generated.size(), 1e3 * s.generate_s / static_cast<double>(s.generated.size()));
   say(s.options, line);
   return sdk::Status::ok();
 }
@@ -333,7 +407,14 @@ sdk::Expected<std::vector<sdk::LaunchArg>> CircuitRun::read_arrays() const {
   const State& s = *s_;
   const auto t0 = Clock::now();
   const circuit::MemoryRams& mem = s.x->m.memory;
-  const weights::StateView state = s.model->state_view();
+  weights::StateView state;
+  if (s.host != nullptr) {
+    auto v = s.host->circuit_state();
+    if (!v) return v.status().with_context("reading the merged model's state");
+    state = std::move(*v);
+  } else {
+    state = s.model->state_view();
+  }
   // Global memory (space 0): word w in bank w & 3, row w >> 2 (both layouts; kCompact
   // puts shared memory at rows 64.., kProtocol in its own 4 RAMs).
   std::vector<std::vector<std::uint64_t>> banks(4);
@@ -420,10 +501,11 @@ sdk::Expected<sdk::ModelRunResult> CircuitRun::finish() {
              {"circuit_channels", s.x->cc.allocation.channels_used}};
   // The layers' smallest switch margins over the run (a bf16-exact step keeps >= 128).
   double mlp = 1e30, gdn = 1e30;
-  for (const weights::LayerMargin& m : s.model->margins()) {
-    mlp = std::min(mlp, m.mlp_min);
-    gdn = std::min(gdn, m.gdn_min);
-  }
+  if (s.model)
+    for (const weights::LayerMargin& m : s.model->margins()) {
+      mlp = std::min(mlp, m.mlp_min);
+      gdn = std::min(gdn, m.gdn_min);
+    }
   if (mlp < 1e30) r.stats.emplace_back("mlp_switch_margin_min", static_cast<std::int64_t>(mlp));
   if (gdn < 1e30) r.stats.emplace_back("gdn_switch_margin_min", static_cast<std::int64_t>(gdn));
   return r;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -53,6 +54,20 @@ class Host {
     auto selection = select(T::kKind);
     if (!selection) return selection.error();
     return registry_.create<T>(*selection->plugin, selection->options);
+  }
+  // The same with some of the config's option values replaced (e.g. the backend's dtype
+  // from `run --dtype`); each key must be an option the plugin declares.
+  template <typename T>
+  sdk::Expected<std::shared_ptr<T>> instantiate(const std::map<std::string, std::string>& overrides) const {
+    auto selection = select(T::kKind);
+    if (!selection) return selection.error();
+    std::map<std::string, std::string> values = selection->options.values();
+    for (const auto& [key, value] : overrides) {
+      if (!values.count(key))
+        return sdk::invalid_argument("plugin '" + selection->plugin->name + "' has no option '" + key + "'");
+      values[key] = value;
+    }
+    return registry_.create<T>(*selection->plugin, sdk::Options(std::move(values)));
   }
 
  private:

@@ -25,8 +25,11 @@
 #include <vector>
 
 #include "qgpu/sdk/base_model.h"
+#include "qgpu/sdk/machine.h"
 #include "qgpu/sdk/tensor_backend.h"
 #include "qgpu/weights/compile.h"
+#include "qgpu/weights/reference.h"
+#include "qgpu/weights/state.h"
 
 namespace qgpu::core {
 
@@ -64,6 +67,11 @@ struct MergeInputs {
   // reads as 0 there, as a fresh state does (exact: records are 0 on the mute
   // channel). The weight compiler does not emit this yet.
   bool mute_window = true;
+  // Runs the circuit layers on the host with weights::ReferenceModel over their sparse
+  // weights instead of dense on the backend: the same residual bit for bit (the reference
+  // math is the backend's, backend.Circuits.*), a fraction of the memory and time; the
+  // base's layers and the logits stay on the backend.
+  bool sparse_circuit = false;
 };
 
 struct MergeCost {
@@ -118,6 +126,9 @@ class MergedModel {
   sdk::Expected<MergedForward> forward(std::span<const std::int64_t> ids, const ForwardOptions& options = {});
   // A new sequence: the base's and every circuit layer's state back to empty.
   void reset();
+  // Every circuit layer's Gated DeltaNet recurrent state, downloaded from the backend
+  // (valid until the next call), in the form weights::read_ram reads RAM rows from.
+  sdk::Expected<weights::StateView> circuit_state();
 
  private:
   struct Layer;
@@ -134,7 +145,41 @@ class MergedModel {
   std::vector<sdk::Handle<sdk::Tensor>> tensors_;
   std::vector<Layer> layers_;
   std::vector<weights::Layer> circuit_layers_;
+  std::unique_ptr<weights::ReferenceModel> reference_;  // MergeInputs::sparse_circuit
+  weights::DType dtype_ = weights::DType::kF32;         // the backend's, as the circuit layers run
+  std::vector<std::vector<float>> states_;              // circuit_state()'s buffers
   sdk::Handle<sdk::Tensor> record_table_, record_head_;
+};
+
+// sdk::ModelHost over a base and a backend (`run --engine model`): each merge()
+// replaces the merged model; forward() returns the last position's logits.
+class MergeHost final : public sdk::ModelHost {
+ public:
+  // `base` is loaded into `backend` (info is its load() result); both must outlive this.
+  // `sparse`: MergeInputs::sparse_circuit for every merge.
+  MergeHost(sdk::BaseModel& base, const sdk::ModelInfo& info, sdk::TensorBackend& backend, bool sparse)
+      : base_(&base), info_(info), backend_(&backend), sparse_(sparse) {}
+  sdk::LayerShapes shapes() const override { return info_.shapes; }
+  std::int64_t text_rows() const override { return info_.vocab_size; }
+  std::string dtype() const override;
+  sdk::Status merge(const weights::CompiledCircuit& circuit, std::vector<float> embedding,
+                    std::vector<float> unembedding) override;
+  bool holds(const weights::CompiledCircuit& circuit) const override { return merged_ && circuit_ == &circuit; }
+  void reset() override {
+    if (merged_) merged_->reset();
+  }
+  sdk::Expected<std::vector<float>> forward(std::span<const std::int64_t> ids) override;
+  sdk::Expected<weights::StateView> circuit_state() override;
+  std::string describe() const override;
+  MergedModel* merged() { return merged_.get(); }  // after merge()
+
+ private:
+  sdk::BaseModel* base_;
+  sdk::ModelInfo info_;
+  sdk::TensorBackend* backend_;
+  bool sparse_ = false;
+  const weights::CompiledCircuit* circuit_ = nullptr;  // of the last merge
+  std::unique_ptr<MergedModel> merged_;
 };
 
 // Silence on text, measured: the merged model runs `sequence` (text and record

@@ -1,5 +1,6 @@
 #include "choice.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -16,10 +17,21 @@ void push_field(TokenBits& out, const Word& w, std::uint32_t v) {
 }  // namespace
 
 sdk::Status mark_choice_outputs(weights::Circuit& c, const NextToken& n) {
-  const std::vector<Word> outs = {
-      {n.wreg, n.wmem, n.sched, n.data, n.exec, n.sync, n.cta, n.halt, n.wmem_shared},
-      n.warp, n.wreg_reg, n.wreg_lanes, n.wreg_format, n.wmem_word, n.wmem_count, n.wmem_format,
-      n.sched_lanes, n.sched_status, n.sched_block, n.exec_block, n.exec_lanes, n.cta_index, n.data_value};
+  const std::vector<Word> outs = {{n.wreg, n.wmem, n.sched, n.data, n.exec, n.sync, n.cta, n.halt, n.wmem_shared},
+                                  n.warp,
+                                  n.wreg_reg,
+                                  n.wreg_lanes,
+                                  n.wreg_format,
+                                  n.wmem_word,
+                                  n.wmem_count,
+                                  n.wmem_format,
+                                  n.sched_lanes,
+                                  n.sched_status,
+                                  n.sched_block,
+                                  n.exec_block,
+                                  n.exec_lanes,
+                                  n.cta_index,
+                                  n.data_value};
   for (const Word& w : outs) {
     Word pos;  // positive bits of computed fields (a constant bit has no channel of its own)
     for (const Bit& b : w)
@@ -109,15 +121,20 @@ sdk::Expected<weights::SparseMatrix> record_unembedding(const NextToken& next, c
   return m.build();
 }
 
-sdk::Expected<Choice> choose(std::span<const float> logits) {
-  if (logits.size() != static_cast<std::size_t>(vocabulary_rows()))
+sdk::Expected<Choice> choose(std::span<const float> logits, std::int64_t text_rows) {
+  const std::int64_t rows = vocabulary_rows();
+  if (text_rows < 0 || logits.size() != static_cast<std::size_t>(text_rows + rows))
     return sdk::invalid_argument("choose: " + std::to_string(logits.size()) + " logits for " +
-                                 std::to_string(vocabulary_rows()) + " machine rows");
+                                 (text_rows > 0 ? std::to_string(text_rows) + " text rows and " : std::string()) +
+                                 std::to_string(rows) + " machine rows");
+  auto name = [&](std::int64_t t) {
+    return t < text_rows ? "text row " + std::to_string(t) : "machine row " + std::to_string(t - text_rows);
+  };
   Choice c;
   double second = -INFINITY;
   for (std::size_t t = 0; t < logits.size(); ++t) {
     const double v = logits[t];
-    if (std::isnan(v)) return sdk::internal_error("choose: logit of machine row " + std::to_string(t) + " is NaN");
+    if (std::isnan(v)) return sdk::internal_error("choose: logit of " + name(static_cast<std::int64_t>(t)) + " is NaN");
     if (c.offset < 0 || v > c.logit) {
       if (c.offset >= 0) second = c.logit;
       c.offset = static_cast<std::int64_t>(t);
@@ -128,8 +145,16 @@ sdk::Expected<Choice> choose(std::span<const float> logits) {
   }
   c.margin = c.logit - second;
   if (!(c.margin > 0))
-    return sdk::internal_error("choose: no single best machine row (rows " + std::to_string(c.offset) +
-                               " and another tie at " + std::to_string(c.logit) + ")");
+    return sdk::internal_error("choose: no single best row (" + name(c.offset) + " and another tie at " +
+                               std::to_string(c.logit) + ")");
+  if (c.offset < text_rows) {
+    double best = -INFINITY;
+    for (std::int64_t t = text_rows; t < static_cast<std::int64_t>(logits.size()); ++t)
+      best = std::max(best, static_cast<double>(logits[static_cast<std::size_t>(t)]));
+    return sdk::internal_error("choose: the model chose " + name(c.offset) + " (logit " + std::to_string(c.logit) +
+                               ") where a record was due; the best machine row scores " + std::to_string(best));
+  }
+  c.offset -= text_rows;
   return c;
 }
 

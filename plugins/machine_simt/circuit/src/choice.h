@@ -46,7 +46,10 @@ struct Choice {
   double logit = 0;
   double margin = 0;  // winner minus runner-up
 };
-// The best row of `logits` (one per machine row); ties are an error (they mean the circuit chose nothing).
-sdk::Expected<Choice> choose(std::span<const float> logits);
+// The best row of `logits`: `text_rows` text rows (the merged model's base vocabulary; 0 for
+// the circuit alone), then one per machine row. The winner's offset is its machine row and
+// its margin the lead over the runner-up of all rows. Ties are an error (they mean the
+// circuit chose nothing), and so is a text row winning.
+sdk::Expected<Choice> choose(std::span<const float> logits, std::int64_t text_rows = 0);
 
 }  // namespace qgpu::simt::circuit

@@ -165,6 +165,12 @@ class QGPU_SDK_API TensorBackend : public Plugin {
   // (f32 or bf16; converted as needed).
   virtual Status download(const Tensor& tensor, const TensorView& host) { return not_available("download"); }
   virtual Expected<Handle<LayerState>> create_state() { return not_available("layer state"); }
+  // Copies a Gated DeltaNet layer's recurrent state S out into caller-owned f32 host
+  // memory [value heads, dk, dv] (HF's recurrent_state without the batch axis: row i of
+  // head h is what the one-hot key e_i retrieves); an error for an empty or attention state.
+  virtual Status download_state(const LayerState& state, const TensorView& host) {
+    return not_available("recurrent state download");
+  }
 
   // --- Layer operations (Qwen3.5, transformers numerics).
   // Rows `ids` of `table` [vocab, H], no scaling.
