@@ -341,7 +341,21 @@ sdk::Expected<std::unique_ptr<MergedModel>> MergedModel::create(sdk::BaseModel& 
     QGPU_MERGE_ASSIGN(m->record_table_, backend.upload(view_of(rows.data(), sdk::DType::kF32, shape)));
     m->cost_.uploaded_bytes += records * H * static_cast<std::int64_t>(sdk::dtype_size(dt));
   }
-  if (m->unembedding_rows_ > 0) {
+  if (m->unembedding_rows_ > 0 && in.sparse_circuit) {
+    // The sparse path scores the record rows on the host: their rows are sparse (the choice
+    // fields), and a dense [rows, H] head is read whole for every token (862 MB in f32).
+    SparseHead& sh = m->sparse_head_;
+    sh.row_ptr.assign(1, 0);
+    for (std::int64_t r = 0; r < m->unembedding_rows_; ++r) {
+      for (std::int64_t c = 0; c < H; ++c) {
+        const float v = in.record_unembedding[static_cast<std::size_t>(r * H + c)];
+        if (v == 0) continue;
+        sh.col.push_back(static_cast<std::int32_t>(swap(c)));
+        sh.val.push_back(v);
+      }
+      sh.row_ptr.push_back(static_cast<std::int64_t>(sh.col.size()));
+    }
+  } else if (m->unembedding_rows_ > 0) {
     std::vector<float> rows = permuted_rows(in.record_unembedding);
     const std::int64_t shape[2] = {m->unembedding_rows_, H};
     QGPU_MERGE_ASSIGN(m->record_head_, backend.upload(view_of(rows.data(), sdk::DType::kF32, shape)));
@@ -433,7 +447,22 @@ sdk::Expected<MergedForward> MergedModel::forward(std::span<const std::int64_t> 
       QGPU_RETURN_IF_ERROR(be.download(*logits, view_of(part.data(), sdk::DType::kF32, base_shape)));
       for (std::int64_t i = 0; i < r; ++i)
         std::copy_n(part.begin() + i * base_rows_, base_rows_, out.logits.begin() + (row0 + i) * out.columns);
-      if (unembedding_rows_ > 0) {
+      if (unembedding_rows_ > 0 && reference_) {
+        // Sparse: x·rowᵀ on the host for each record row, in double, rounded once.
+        std::vector<float> xs(static_cast<std::size_t>(r * H));
+        const std::int64_t x_shape[2] = {r, H};
+        QGPU_RETURN_IF_ERROR(be.download(*x, view_of(xs.data(), sdk::DType::kF32, x_shape)));
+        for (std::int64_t i = 0; i < r; ++i) {
+          const float* xi = xs.data() + i * H;
+          float* out_row = out.logits.data() + (row0 + i) * out.columns + base_rows_;
+          for (std::int64_t k = 0; k < unembedding_rows_; ++k) {
+            double acc = 0;
+            for (std::int64_t p = sparse_head_.row_ptr[k]; p < sparse_head_.row_ptr[k + 1]; ++p)
+              acc += static_cast<double>(sparse_head_.val[p]) * xi[sparse_head_.col[p]];
+            out_row[k] = static_cast<float>(acc);
+          }
+        }
+      } else if (unembedding_rows_ > 0) {
         QGPU_MERGE_ASSIGN(logits, be.linear(*x, *record_head_));
         part.assign(static_cast<std::size_t>(r * unembedding_rows_), 0.0f);
         const std::int64_t rec_shape[2] = {r, unembedding_rows_};

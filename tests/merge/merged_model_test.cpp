@@ -599,9 +599,10 @@ TEST(Merge, CircuitTokensMatchTheReferenceAndTextAfterThemIsMeasuredBf16) {
 // Without the conv-window mute, text before a record reaches the circuit through
 // previous(): measured (the count is printed), not asserted.
 // The exact sparse path (MergeInputs::sparse_circuit: the circuit layers on the host through
-// weights::ReferenceModel) against the dense layers on the backend: every logit, the residual
-// after the circuit layers and every circuit layer's recurrent state (read from the backend
-// with download_state) equal bit for bit, on text, circuit tokens and text after them.
+// weights::ReferenceModel) against the dense layers on the backend: the residual after the
+// circuit layers, the base's logits and every circuit layer's recurrent state (read from the
+// backend with download_state) equal bit for bit, on text, circuit tokens and text after
+// them; the record rows' logits (scored on the host) to their last bits.
 void sparse_case(const char* dtype) {
   auto dense = setup(dtype);
   if (!dense->loaded) GTEST_SKIP() << dense->skip;
@@ -621,7 +622,24 @@ void sparse_case(const char* dtype) {
   auto b = sparse->merged->forward(seq, fo);
   ASSERT_TRUE(a && b);
   EXPECT_TRUE(bitwise_equal(a->circuit_residual, b->circuit_residual)) << dtype;
-  EXPECT_TRUE(bitwise_equal(a->logits, b->logits)) << dtype;
+  // The base's columns bit for bit; the record rows' (scored on the host on the sparse path,
+  // in double; on the backend in its dtype) to the backend's rounding. (The stand-in record
+  // rows here are dense, 2,048 terms each: the sums cancel, so f32 keeps about 4 digits.)
+  ASSERT_EQ(a->logits.size(), b->logits.size());
+  const std::int64_t cols = a->columns, text = dense->merged->base_rows();
+  double worst = 0;
+  std::int64_t base_differ = 0;
+  for (std::int64_t i = 0; i < a->rows; ++i) {
+    const float* p = a->logits.data() + i * cols;
+    const float* q = b->logits.data() + i * cols;
+    base_differ += !bitwise_equal(std::span<const float>(p, static_cast<std::size_t>(text)),
+                                  std::span<const float>(q, static_cast<std::size_t>(text)));
+    for (std::int64_t c = text; c < cols; ++c)
+      worst = std::max(worst, std::abs(static_cast<double>(p[c]) - q[c]) / (1 + std::abs(static_cast<double>(p[c]))));
+  }
+  std::printf("[ %s ] record logits: largest difference %g (relative to 1 + |logit|)\n", dtype, worst);
+  EXPECT_EQ(base_differ, 0) << dtype;
+  EXPECT_LE(worst, std::string(dtype) == "f32" ? 1.0 / 1024 : 1.0 / 64) << dtype;
   auto sa = dense->merged->circuit_state();
   auto sb = sparse->merged->circuit_state();
   ASSERT_TRUE(sa.has_value()) << sa.status().to_string();
@@ -649,10 +667,10 @@ void sparse_case(const char* dtype) {
   EXPECT_EQ(differ, 0);
 }
 
-TEST(Merge, SparseCircuitLayersEqualTheDenseOnesBitForBitF32) {
+TEST(Merge, SparsePathEqualsTheDenseLayersF32) {
   sparse_case("f32");
 }
-TEST(Merge, SparseCircuitLayersEqualTheDenseOnesBitForBitBf16) {
+TEST(Merge, SparsePathEqualsTheDenseLayersBf16) {
   sparse_case("bf16");
 }
 

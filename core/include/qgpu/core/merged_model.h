@@ -70,7 +70,9 @@ struct MergeInputs {
   // Runs the circuit layers on the host with weights::ReferenceModel over their sparse
   // weights instead of dense on the backend: the same residual bit for bit (the reference
   // math is the backend's, backend.Circuits.*), a fraction of the memory and time; the
-  // base's layers and the logits stay on the backend.
+  // base's layers and its logits stay on the backend. The record rows' logits are then
+  // also taken on the host from the same final-normed residual over their sparse rows (in
+  // double, rounded once: the last bits may differ from the backend's dense product).
   bool sparse_circuit = false;
 };
 
@@ -146,8 +148,13 @@ class MergedModel {
   std::vector<Layer> layers_;
   std::vector<weights::Layer> circuit_layers_;
   std::unique_ptr<weights::ReferenceModel> reference_;  // MergeInputs::sparse_circuit
-  weights::DType dtype_ = weights::DType::kF32;         // the backend's, as the circuit layers run
-  std::vector<std::vector<float>> states_;              // circuit_state()'s buffers
+  struct SparseHead {  // the record rows' unembedding (merged channel order), with sparse_circuit
+    std::vector<std::int64_t> row_ptr;
+    std::vector<std::int32_t> col;
+    std::vector<float> val;
+  } sparse_head_;
+  weights::DType dtype_ = weights::DType::kF32;  // the backend's, as the circuit layers run
+  std::vector<std::vector<float>> states_;       // circuit_state()'s buffers
   sdk::Handle<sdk::Tensor> record_table_, record_head_;
 };
 
