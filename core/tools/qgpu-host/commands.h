@@ -29,10 +29,12 @@ struct RunOptions {
   std::uint32_t grid = 0;
   std::uint32_t block = 0;
   std::vector<std::string> args;  // --arg [NAME=]VALUE, in order
-  std::string engine = "interp";  // interp, circuit, model, or both (interp and circuit, arrays compared)
+  std::string engine = "interp";  // interp, circuit, model, or both (interp and circuit, arrays compared);
+                                  // with --check and no --engine: model
   std::string dtype = "f32";      // the model engines' layer math: f32 or bf16
   bool check = false;             // model engines: compare the generated stream with the interpreter's
   std::uint64_t max_tokens = 0;   // model engines: generated tokens at most (0: the machine's default)
+  std::string silence;            // engine model: text for KL(base || merged) alone and around the launch
   bool dense = false;             // engine model: circuit layers dense on the backend (default: exact sparse path)
   bool json = false;
   bool trace = false;

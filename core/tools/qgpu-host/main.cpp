@@ -63,11 +63,12 @@ int main_impl(int argc, char** argv) {
   run->add_option("--arg", run_options.args,
                   "[NAME=]VALUE: int32 scalar (42, -7, 0xff), array [1,2,-3] or zeros(N); in parameter order")
       ->allow_extra_args(false);
-  run->add_option("--engine", run_options.engine,
-                  "interp (the reference interpreter, default), circuit (the machine's compiled layers generate the "
-                  "launch on the reference layer math), model (the circuit merged in front of the base model generates "
-                  "it from the model's own logits), or both (interp and circuit, arrays compared)")
-      ->check(CLI::IsMember({"interp", "circuit", "model", "both"}));
+  auto* engine = run->add_option("--engine", run_options.engine,
+                                 "interp (the reference interpreter; the default without --check), circuit (the "
+                                 "machine's compiled layers generate the launch on the reference layer math), model "
+                                 "(the circuit merged in front of the base model generates it from the model's own "
+                                 "logits; the default with --check), or both (interp and circuit, arrays compared)")
+                     ->check(CLI::IsMember({"interp", "circuit", "model", "both"}));
   run->add_flag("--check", run_options.check,
                 "circuit/model/both: compare every generated token with the interpreter's stream (stops at the "
                 "first difference) and the final arrays");
@@ -76,6 +77,9 @@ int main_impl(int argc, char** argv) {
   run->add_flag("--dense", run_options.dense,
                 "model: run the circuit layers dense on the backend (default: on the host over their sparse weights, "
                 "the same results bit for bit)");
+  run->add_option("--silence", run_options.silence,
+                  "model: after the launch, KL(base || merged) of the next-token distributions on TEXT + TEXT and on "
+                  "TEXT + the launch's tokens + TEXT (both from a fresh sequence)");
   run->add_option("--max-tokens", run_options.max_tokens,
                   "circuit/model: stop with an error after this many generated tokens (default 100000)")
       ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 40));
@@ -140,7 +144,10 @@ int main_impl(int argc, char** argv) {
   }
 
   if (*info) return run_info(**host, info_options);
-  if (*run) return run_kernel(**host, run_options);
+  if (*run) {
+    if (run_options.check && engine->count() == 0) run_options.engine = "model";  // --check needs a model engine
+    return run_kernel(**host, run_options);
+  }
   if (*gen) return run_generate(**host, gen_options);
   if (*chat) return run_chat(**host, gen_options);
   return report(sdk::internal_error("no subcommand ran"));

@@ -1,5 +1,6 @@
 // qgpu-host run: compile a kernel with the frontend, lower it for the launch
 // with the machine and run it on the chosen engine.
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -83,6 +84,8 @@ int run_kernel(const core::Host& host, const RunOptions& options) {
   const bool merged = options.engine == "model";
   const bool use_model = options.engine == "circuit" || options.engine == "both" || merged;
   if (options.dense && !merged) return report(sdk::invalid_argument("--dense applies to --engine model only"));
+  if (!options.silence.empty() && !merged)
+    return report(sdk::invalid_argument("--silence applies to --engine model only"));
   if (options.check && !use_model) {
     return report(
         sdk::invalid_argument("--check compares a model engine with the interpreter: it needs --engine "
@@ -184,6 +187,31 @@ int run_kernel(const core::Host& host, const RunOptions& options) {
     }
   }
   const std::vector<sdk::LaunchArg>& arrays = use_model ? model.arrays : interp.arrays;
+  // --silence: the base alone against the merged model around the launch (docs/MACHINE_CIRCUIT.md §6).
+  std::string silence_line;
+  if (!options.silence.empty()) {
+    auto text = base->encode(options.silence);
+    if (!text) return report(text.error().with_context("--silence"));
+    if (text->empty()) return report(sdk::invalid_argument("--silence: the text encodes to no tokens"));
+    std::vector<std::int64_t> only = *text, around = *text;
+    only.insert(only.end(), text->begin(), text->end());
+    for (const auto* ids : {&model.prompt_ids, &model.generated_ids})
+      around.insert(around.end(), ids->begin(), ids->end());
+    around.insert(around.end(), text->begin(), text->end());
+    auto a = core::measure_silence(*merge_host->merged(), *base, *backend, only);
+    if (!a) return report(a.error().with_context("--silence: text only"));
+    auto b = core::measure_silence(*merge_host->merged(), *base, *backend, around);
+    if (!b) return report(b.error().with_context("--silence: around the launch"));
+    char line[384];
+    std::snprintf(line, sizeof line,
+                  "silence: text only: %lld of %lld logit rows identical to the base's, max KL(base||merged) = %g; "
+                  "text after the launch's %lld tokens: KL mean %.3g, max %.3g over %lld positions (%lld identical)",
+                  static_cast<long long>(a->before_identical + a->after_identical),
+                  static_cast<long long>(a->before + a->after), std::max(a->kl_before_max, a->kl_after_max),
+                  static_cast<long long>(b->records), b->kl_after_mean, b->kl_after_max,
+                  static_cast<long long>(b->after), static_cast<long long>(b->after_identical));
+    silence_line = line;
+  }
 
   if (options.json) {
     nlohmann::ordered_json out;
@@ -223,6 +251,7 @@ int run_kernel(const core::Host& host, const RunOptions& options) {
   for (const auto& a : arrays) std::printf("%s = %s\n", a.param.c_str(), core::format_array(a.array).c_str());
   if (use_model)
     std::printf("%s\n", model_summary(use_interp ? "interp = circuit" : options.engine, options.dtype, model).c_str());
+  if (!silence_line.empty()) std::printf("%s\n", silence_line.c_str());
   if (options.stats) {
     for (const auto& [key, value] : interp.stats)
       std::printf("stat: %s = %lld\n", key.c_str(), static_cast<long long>(value));

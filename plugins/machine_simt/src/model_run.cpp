@@ -172,8 +172,9 @@ struct CircuitRun::State {
   MemoryLayout layout;
   std::vector<float> y;  // the residual after the last token fed
   std::int64_t prompt_tokens = 0;
-  std::vector<std::int64_t> generated;  // token ids
-  std::vector<std::string> records;     // generated records' text
+  std::vector<std::int64_t> prompt_ids;  // token ids (the machine's numbering)
+  std::vector<std::int64_t> generated;   // token ids
+  std::vector<std::string> records;      // generated records' text
   double min_margin = 0;
   bool halted = false;
   // --check: the interpreter's stream and final arrays.
@@ -299,6 +300,7 @@ sdk::Status CircuitRun::feed_prompt() {
     const Record& r = s.prompt[i];
     auto ids = circuit::record_token_ids(s.x->m.fd.records, r);
     if (!ids) return ids.status().with_context("prompt record " + std::to_string(i) + " (" + to_text(r) + ")");
+    s.prompt_ids.insert(s.prompt_ids.end(), ids->begin(), ids->end());
     if (s.host != nullptr) {
       all.insert(all.end(), ids->begin(), ids->end());
       s.prompt_tokens += static_cast<std::int64_t>(ids->size());
@@ -485,6 +487,11 @@ sdk::Expected<sdk::ModelRunResult> CircuitRun::finish() {
   }
   r.arrays = std::move(*arrays);
   r.generated_records = s.records;
+  r.prompt_ids = s.prompt_ids;
+  r.generated_ids = s.generated;
+  if (s.host != nullptr)
+    for (auto* v : {&r.prompt_ids, &r.generated_ids})
+      for (std::int64_t& id : *v) id = id - s.base() + s.host->text_rows();
   r.prompt_tokens = s.prompt_tokens;
   r.generated_tokens = static_cast<std::int64_t>(s.generated.size());
   r.min_margin = s.min_margin;

@@ -112,6 +112,9 @@ struct ModelRunOptions {
 struct ModelRunResult {
   std::vector<LaunchArg> arrays;               // read from the model's state after HALT, in parameter order
   std::vector<std::string> generated_records;  // one line per generated record (its text)
+  // The launch's token ids, fed and generated: in the merged model's numbering for engine
+  // "model" (what ModelHost::forward took), else the machine's own.
+  std::vector<std::int64_t> prompt_ids, generated_ids;
   std::int64_t prompt_tokens = 0;
   std::int64_t generated_tokens = 0;  // HALT included
   double min_margin = 0;              // smallest winner − runner-up logit over the generated tokens
