@@ -524,30 +524,14 @@ int main_impl(int argc, char** argv) {
 
   Bench bench(*frontend, frontend_selection->plugin->name, *config, o);
   // --model: the config's base on its backend (in --dtype), the circuit merged in front of it.
-  std::shared_ptr<sdk::TensorBackend> backend;
-  std::shared_ptr<sdk::BaseModel> base;
-  std::unique_ptr<core::MergeHost> merge_host;
-  struct Release {  // the merged layers, then the base, then the backend
-    std::unique_ptr<core::MergeHost>& m;
-    std::shared_ptr<sdk::BaseModel>& b;
-    ~Release() {
-      m.reset();
-      b.reset();
-    }
-  } release{merge_host, base};
+  std::unique_ptr<core::LoadedMerge> merge;
   if (o.model) {
     std::map<std::string, std::string> backend_options{{"dtype", o.dtype}};
     if (!o.threads.empty()) backend_options["threads"] = o.threads;
-    auto be = (*host)->instantiate<sdk::TensorBackend>(backend_options);
-    if (!be) return fail("", be.error().to_string());
-    backend = *be;
-    auto bm = (*host)->instantiate<sdk::BaseModel>();
-    if (!bm) return fail("", bm.error().to_string());
-    base = *bm;
-    auto info = base->load(*backend);
-    if (!info) return fail("", info.error().to_string());
-    merge_host = std::make_unique<core::MergeHost>(*base, *info, *backend, !o.dense);
-    bench.set_model_host(merge_host.get());
+    auto m = core::load_merge(**host, backend_options, !o.dense);
+    if (!m) return fail("", m.error().to_string());
+    merge = std::move(*m);
+    bench.set_model_host(merge->host.get());
   }
   std::vector<Row> rows(cases.size());
   for (std::size_t i = 0; i < cases.size(); ++i) {

@@ -508,6 +508,23 @@ sdk::Expected<weights::StateView> MergedModel::circuit_state() {
   return view;
 }
 
+sdk::Expected<std::unique_ptr<LoadedMerge>> load_merge(const Host& host,
+                                                       const std::map<std::string, std::string>& backend_options,
+                                                       bool sparse) {
+  auto m = std::make_unique<LoadedMerge>();
+  auto be = host.instantiate<sdk::TensorBackend>(backend_options);
+  if (!be) return be.error();
+  m->backend = *be;
+  auto bm = host.instantiate<sdk::BaseModel>();
+  if (!bm) return bm.error();
+  m->base = *bm;
+  const std::string name = host.select(QGPU_PLUGIN_BASE_MODEL)->plugin->name;
+  auto info = guarded_call(name, "load()", [&] { return m->base->load(*m->backend); });
+  if (!info) return info.error();
+  m->host = std::make_unique<MergeHost>(*m->base, *info, *m->backend, sparse);
+  return m;
+}
+
 std::string MergeHost::dtype() const {
   return backend_->dtype() == sdk::DType::kBF16 ? "bf16" : "f32";
 }

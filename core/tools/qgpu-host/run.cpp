@@ -134,36 +134,19 @@ int run_kernel(const core::Host& host, const RunOptions& options) {
     interp = std::move(*result);
   }
 
-  // --engine model: the base on the backend, the machine's circuit merged in front of it.
-  std::shared_ptr<sdk::TensorBackend> backend;
-  std::shared_ptr<sdk::BaseModel> base;
-  std::unique_ptr<core::MergeHost> merge_host;
-  struct Release {  // the merged layers, then the base, then the backend
-    std::unique_ptr<core::MergeHost>& m;
-    std::shared_ptr<sdk::BaseModel>& b;
-    ~Release() {
-      m.reset();
-      b.reset();
-    }
-  } release{merge_host, base};
+  // --engine model: the base on the backend (in --dtype), the machine's circuit merged in front of it.
+  std::unique_ptr<core::LoadedMerge> merge;
   if (merged) {
-    auto be = host.instantiate<sdk::TensorBackend>({{"dtype", options.dtype}});  // --dtype is the layers' dtype
-    if (!be) return report(be.error());
-    backend = *be;
-    auto bm = host.instantiate<sdk::BaseModel>();
-    if (!bm) return report(bm.error());
-    base = *bm;
-    const std::string base_name = host.select(QGPU_PLUGIN_BASE_MODEL)->plugin->name;
-    auto info = core::guarded_call(base_name, "load()", [&] { return base->load(*backend); });
-    if (!info) return report(info.error());
-    merge_host = std::make_unique<core::MergeHost>(*base, *info, *backend, !options.dense);
+    auto m = core::load_merge(host, {{"dtype", options.dtype}}, !options.dense);
+    if (!m) return report(m.error());
+    merge = std::move(*m);
   }
 
   sdk::ModelRunResult model;
   if (use_model) {
     sdk::ModelRunOptions model_options;
     model_options.engine = merged ? "model" : "circuit";
-    model_options.model = merge_host.get();
+    model_options.model = merge ? merge->host.get() : nullptr;
     model_options.dtype = options.dtype;
     model_options.check = options.check;
     model_options.trace = options.trace;
@@ -190,7 +173,7 @@ int run_kernel(const core::Host& host, const RunOptions& options) {
   // --silence: the base alone against the merged model around the launch (docs/MACHINE_CIRCUIT.md §6).
   std::string silence_line;
   if (!options.silence.empty()) {
-    auto text = base->encode(options.silence);
+    auto text = merge->base->encode(options.silence);
     if (!text) return report(text.error().with_context("--silence"));
     if (text->empty()) return report(sdk::invalid_argument("--silence: the text encodes to no tokens"));
     std::vector<std::int64_t> only = *text, around = *text;
@@ -198,9 +181,9 @@ int run_kernel(const core::Host& host, const RunOptions& options) {
     for (const auto* ids : {&model.prompt_ids, &model.generated_ids})
       around.insert(around.end(), ids->begin(), ids->end());
     around.insert(around.end(), text->begin(), text->end());
-    auto a = core::measure_silence(*merge_host->merged(), *base, *backend, only);
+    auto a = core::measure_silence(*merge->host->merged(), *merge->base, *merge->backend, only);
     if (!a) return report(a.error().with_context("--silence: text only"));
-    auto b = core::measure_silence(*merge_host->merged(), *base, *backend, around);
+    auto b = core::measure_silence(*merge->host->merged(), *merge->base, *merge->backend, around);
     if (!b) return report(b.error().with_context("--silence: around the launch"));
     char line[384];
     std::snprintf(line, sizeof line,

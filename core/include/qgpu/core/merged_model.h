@@ -19,11 +19,13 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "qgpu/core/host.h"
 #include "qgpu/sdk/base_model.h"
 #include "qgpu/sdk/machine.h"
 #include "qgpu/sdk/tensor_backend.h"
@@ -188,6 +190,23 @@ class MergeHost final : public sdk::ModelHost {
   const weights::CompiledCircuit* circuit_ = nullptr;  // of the last merge
   std::unique_ptr<MergedModel> merged_;
 };
+
+// The config's base loaded on its backend and a MergeHost over them (`run --engine model`,
+// `qgpu_bench_launch --model`). `backend_options` replace config values (e.g. the dtype);
+// `sparse`: MergeInputs::sparse_circuit. Destroys the merged layers, then the base, then
+// the backend.
+struct LoadedMerge {
+  std::shared_ptr<sdk::TensorBackend> backend;
+  std::shared_ptr<sdk::BaseModel> base;
+  std::unique_ptr<MergeHost> host;
+  ~LoadedMerge() {
+    host.reset();
+    base.reset();
+  }
+};
+sdk::Expected<std::unique_ptr<LoadedMerge>> load_merge(const Host& host,
+                                                       const std::map<std::string, std::string>& backend_options,
+                                                       bool sparse);
 
 // Silence on text, measured: the merged model runs `sequence` (text and record
 // ids) and the base runs the same sequence with the record ids removed, both
