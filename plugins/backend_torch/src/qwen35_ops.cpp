@@ -1,6 +1,7 @@
 // Qwen3.5 layer math; see qwen35_ops.h. Comments name the HF step each block mirrors.
 #include "qwen35_ops.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -233,6 +234,23 @@ at::Tensor gated_delta_net(const at::Tensor& x, const DeltaNetParams& p, DeltaNe
   return project(core, p.out_proj).squeeze(0);
 }
 
+void KvCache::append(const at::Tensor& k, const at::Tensor& v) {
+  const std::int64_t T = k.size(2), capacity = key_buffer.defined() ? key_buffer.size(2) : 0;
+  if (size + T > capacity) {
+    const std::int64_t grown = std::max<std::int64_t>({2 * capacity, size + T, 256});
+    auto larger = [&](const at::Tensor& old, const at::Tensor& like) {
+      auto t = at::empty({like.size(0), like.size(1), grown, like.size(3)}, like.options());
+      if (size > 0) t.narrow(2, 0, size).copy_(old.narrow(2, 0, size));
+      return t;
+    };
+    key_buffer = larger(key_buffer, k);  // new buffers: a copy of this cache sharing the old ones is untouched
+    value_buffer = larger(value_buffer, v);
+  }
+  key_buffer.narrow(2, size, T).copy_(k);
+  value_buffer.narrow(2, size, T).copy_(v);
+  size += T;
+}
+
 at::Tensor gated_attention(const at::Tensor& x, const AttentionParams& p, KvCache& cache) {
   const auto T = x.size(0), hd = p.head_dim;
   const auto hidden = x.unsqueeze(0);  // [1, T, H]
@@ -262,23 +280,16 @@ at::Tensor gated_attention(const at::Tensor& x, const AttentionParams& p, KvCach
   q = rope(q);
   k = rope(k);
 
-  if (cache.keys.defined()) {
-    cache.keys = at::cat({cache.keys, k}, 2);
-    cache.values = at::cat({cache.values, v}, 2);
-  } else {
-    cache.keys = k.contiguous();
-    cache.values = v.contiguous();
-  }
+  cache.append(k, v);
 
-  // Eager attention: repeat_kv, bf16 matmul, scale, causal mask, fp32 softmax, matmul.
-  const auto groups = p.num_heads / p.num_kv_heads;
-  auto repeat_kv = [&](const at::Tensor& t) {
-    if (groups == 1) return t;
-    const auto s = t.size(2);
-    return t.unsqueeze(2).expand({1, p.num_kv_heads, groups, s, hd}).reshape({1, p.num_kv_heads * groups, s, hd});
-  };
-  const auto S = cache.keys.size(2), past = S - T;
-  auto weights = at::matmul(q, repeat_kv(cache.keys).transpose(2, 3)) * std::pow(static_cast<double>(hd), -0.5);
+  // Eager attention: bf16 matmul, scale, causal mask, fp32 softmax, matmul. The query heads
+  // of one KV head are one matrix ([groups·T, hd], head h = kv·groups + g) against that KV
+  // head's keys: HF's repeat_kv without copying the cache groups times for every token.
+  const auto nh = p.num_heads, nkv = p.num_kv_heads, groups = nh / nkv;
+  const auto S = cache.length(), past = S - T;
+  auto weights = at::matmul(q.reshape({1, nkv, groups * T, hd}), cache.keys().transpose(2, 3)) *
+                 std::pow(static_cast<double>(hd), -0.5);
+  weights = weights.view({1, nh, T, S});
   if (T > 1) {
     // Query t (position past + t) sees keys 0..past + t.
     auto qpos = at::arange(past, S, x.options().dtype(at::kLong)).unsqueeze(-1);
@@ -286,7 +297,11 @@ at::Tensor gated_attention(const at::Tensor& x, const AttentionParams& p, KvCach
     weights = weights.masked_fill(kpos > qpos, -INFINITY);
   }
   weights = at::softmax(weights, -1, at::kFloat).to(dtype);
-  auto out = at::matmul(weights, repeat_kv(cache.values)).transpose(1, 2).contiguous().reshape({1, T, -1});
+  auto out = at::matmul(weights.reshape({1, nkv, groups * T, S}), cache.values())
+                 .view({1, nh, T, hd})
+                 .transpose(1, 2)
+                 .contiguous()
+                 .reshape({1, T, -1});
   out = out * at::sigmoid(gate);
   return project(out, p.o_proj).squeeze(0);
 }

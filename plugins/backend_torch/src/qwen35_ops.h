@@ -54,10 +54,17 @@ struct AttentionParams {
   double rope_theta = 1e7, eps = 1e-6;
 };
 
+// Keys (after k_norm and RoPE) and values, model dtype, in buffers [1, nkv, capacity, hd]
+// whose first length() positions hold the cache. append() writes past length() and grows
+// the capacity geometrically, so a token costs O(its own keys), not a copy of the cache; a
+// copy of the struct shares the buffers but keeps its own length (what it holds stays valid).
 struct KvCache {
-  at::Tensor keys;    // [1, nkv, S, hd] after k_norm and RoPE, model dtype
-  at::Tensor values;  // [1, nkv, S, hd]
-  std::int64_t length() const { return keys.defined() ? keys.size(2) : 0; }
+  at::Tensor key_buffer, value_buffer;
+  std::int64_t size = 0;
+  std::int64_t length() const { return size; }
+  at::Tensor keys() const { return key_buffer.narrow(2, 0, size); }  // [1, nkv, S, hd]
+  at::Tensor values() const { return value_buffer.narrow(2, 0, size); }
+  void append(const at::Tensor& k, const at::Tensor& v);  // [1, nkv, T, hd] each
 };
 
 // Gated full attention for x [T, H] at positions cache.length() + [0, T).

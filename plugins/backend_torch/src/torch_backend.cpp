@@ -418,7 +418,8 @@ sdk::Expected<sdk::Handle<sdk::Tensor>> TorchBackend::gated_attention(const sdk:
   TorchState* st = state_of(cache, this);
   check.require(st != nullptr, "the cache belongs to another backend");
   check.require(!st || st->kind != TorchState::Kind::kDeltaNet, "the state holds a DeltaNet state, not a KV cache");
-  check.require(!st || !st->kv.keys.defined() || (st->kv.keys.size(1) == s.num_kv_heads && st->kv.keys.size(3) == hd),
+  check.require(!st || !st->kv.key_buffer.defined() ||
+                    (st->kv.key_buffer.size(1) == s.num_kv_heads && st->kv.key_buffer.size(3) == hd),
                 "the cache was made for another head shape");
   if (!check.ok()) return check.status();
   p.num_heads = s.num_heads;
