@@ -56,7 +56,8 @@ struct Options {
   std::string threads;                // model: the backend's intra-op threads (default: the config's)
   std::string dtype = "f32";          // the circuit's dtype
   std::int64_t max_generated = 2000;  // circuit: skip launches whose stream is longer
-  std::string kernel;
+  std::int64_t min_generated = 0;     // circuit: skip launches whose stream is shorter
+  std::vector<std::string> kernels;   // --kernel: only these entries or cases (empty: all)
   std::string config = QGPU_CONFIG;
 };
 
@@ -70,7 +71,8 @@ struct Row {
   std::int64_t block_executions = 0, warp_instructions = 0;
   // --engine circuit: "exact", "skipped (...)", or the run's one-line error.
   std::string circuit;
-  double circuit_s = 0;  // generation time (prompt excluded)
+  double circuit_s = 0;       // generation time (prompt excluded)
+  double circuit_margin = 0;  // smallest winner − runner-up logit over its generated tokens
 
   std::int64_t records() const { return exec + wreg + wmem + sched + sync + cta + halt; }
   double per_token() const {
@@ -214,6 +216,11 @@ class Bench {
                     std::to_string(o_.max_generated) + ")";
       return;
     }
+    if (row.generated_tokens < o_.min_generated) {
+      row.circuit = "skipped (" + std::to_string(row.generated_tokens) + " generated tokens < --min-generated " +
+                    std::to_string(o_.min_generated) + ")";
+      return;
+    }
     sdk::ModelRunOptions mo;
     mo.engine = o_.model ? "model" : "circuit";
     mo.model = model_host_;
@@ -228,8 +235,14 @@ class Bench {
       return;
     }
     row.circuit = r->checked ? "exact" : "not checked";
+    row.circuit_margin = r->min_margin;
     for (const auto& [name, secs] : r->timings)
       if (name == "generate_s") row.circuit_s = secs;
+    // The verdict as each launch ends: a long run shows what it has established so far.
+    std::fprintf(stderr, "bench: %s: %s, %lld generated tokens, smallest margin %.4g, %.1f ms per token\n",
+                 row.name.c_str(), row.circuit.c_str(), static_cast<long long>(row.generated_tokens),
+                 row.circuit_margin,
+                 row.generated_tokens > 0 ? 1e3 * row.circuit_s / static_cast<double>(row.generated_tokens) : 0.0);
   }
 
  private:
@@ -357,10 +370,14 @@ void print_text(const std::vector<Row>& rows, const Summary& s, int skipped, con
               o.dtype.c_str());
   int exact = 0, failed = 0, skipped_long = 0;
   std::int64_t tokens = 0;
-  double secs = 0;
+  double secs = 0, margin = 0;
   for (const Row& r : rows) {
-    std::printf("  %-32s %s\n", r.name.c_str(), r.circuit.c_str());
+    if (r.circuit == "exact")
+      std::printf("  %-32s exact (margin %.4g)\n", r.name.c_str(), r.circuit_margin);
+    else
+      std::printf("  %-32s %s\n", r.name.c_str(), r.circuit.c_str());
     if (r.circuit == "exact") {
+      margin = exact == 0 ? r.circuit_margin : std::min(margin, r.circuit_margin);
       ++exact;
       tokens += r.generated_tokens;
       secs += r.circuit_s;
@@ -373,10 +390,10 @@ void print_text(const std::vector<Row>& rows, const Summary& s, int skipped, con
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);  // ru_maxrss: KiB on Linux
   std::printf(
-      "%s: %d launches exact (%lld generated tokens, %.1f tokens/s), %d failed, %d skipped as longer "
-      "than --max-generated; peak memory %.1f GiB\n",
+      "%s: %d launches exact (%lld generated tokens, %.1f tokens/s, smallest margin %.4g), %d failed, %d "
+      "skipped by --max-generated/--min-generated; peak memory %.1f GiB\n",
       o.model ? "model" : "circuit", exact, static_cast<long long>(tokens),
-      secs > 0 ? static_cast<double>(tokens) / secs : 0.0, failed, skipped_long,
+      secs > 0 ? static_cast<double>(tokens) / secs : 0.0, margin, failed, skipped_long,
       static_cast<double>(ru.ru_maxrss) / (1 << 20));
   if (skipped > 0)
     std::printf("not measured: %d rejection cases (launches the machine must refuse; nothing runs)\n", skipped);
@@ -387,6 +404,7 @@ nlohmann::ordered_json row_json(const Row& r) {
   if (!r.circuit.empty()) {
     j["circuit"] = r.circuit;
     j["circuit_generate_s"] = r.circuit_s;
+    if (r.circuit == "exact") j["circuit_min_margin"] = r.circuit_margin;
   }
   if (!r.kernel.empty()) {
     j["launch"] = r.name;
@@ -431,9 +449,9 @@ void print_json(const std::vector<Row>& rows, const Summary& s, int skipped, con
 }
 
 const char* kUsage =
-    "usage: qgpu_bench_launch [--json] [--kernel NAME] [--nvcc] [--config FILE]\n"
+    "usage: qgpu_bench_launch [--json] [--kernel NAME[,NAME...]] [--nvcc] [--config FILE]\n"
     "  --json         print one JSON object instead of the table\n"
-    "  --kernel NAME  only the launches of this kernel entry (or this suite case)\n"
+    "  --kernel NAME[,NAME...]  only the launches of these kernel entries (or suite cases)\n"
     "  --nvcc         launch the committed nvcc PTX (tests/kernels/ptx-nvcc) instead of the .cu\n"
     "  --config FILE  the qgpu config (default: configs/simt_qwen2b.yaml)\n"
     "  --circuit      also generate every launch with the machine's compiled layers (run --engine circuit\n"
@@ -443,7 +461,8 @@ const char* kUsage =
     "  --dense        model: the circuit layers dense on the backend (default: exact sparse path on the host)\n"
     "  --threads N    model: the backend's intra-op threads (default: the config's backend.threads)\n"
     "  --dtype f32|bf16      the circuit's dtype (default f32)\n"
-    "  --max-generated N     circuit: skip launches with more than N generated tokens (default 2000)\n";
+    "  --max-generated N     circuit: skip launches with more than N generated tokens (default 2000)\n"
+    "  --min-generated N     circuit: skip launches with fewer than N generated tokens (default 0)\n";
 
 int fail(const std::string& where, const std::string& what) {
   std::fprintf(stderr, "qgpu_bench_launch: %s%s\n", where.empty() ? "" : (where + ": ").c_str(),
@@ -469,10 +488,16 @@ int main_impl(int argc, char** argv) {
       o.threads = argv[++i];
     } else if (a == "--dtype" && i + 1 < argc) {
       o.dtype = argv[++i];
-    } else if (a == "--max-generated" && i + 1 < argc) {
-      o.max_generated = std::strtoll(argv[++i], nullptr, 10);
-    } else if ((a == "--kernel" || a == "--config") && i + 1 < argc) {
-      (a == "--kernel" ? o.kernel : o.config) = argv[++i];
+    } else if ((a == "--max-generated" || a == "--min-generated") && i + 1 < argc) {
+      (a == "--max-generated" ? o.max_generated : o.min_generated) = std::strtoll(argv[++i], nullptr, 10);
+    } else if (a == "--kernel" && i + 1 < argc) {
+      for (std::string_view rest = argv[++i]; !rest.empty();) {  // NAME[,NAME...]
+        const std::size_t comma = rest.find(',');
+        o.kernels.emplace_back(rest.substr(0, comma));
+        rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+      }
+    } else if (a == "--config" && i + 1 < argc) {
+      o.config = argv[++i];
     } else if (a == "--help" || a == "-h") {
       std::printf("%s", kUsage);
       return 0;
@@ -486,21 +511,27 @@ int main_impl(int argc, char** argv) {
   std::vector<const kernels::Case*> cases;
   int skipped = 0;
   std::vector<std::string> known;
+  std::vector<bool> matched(o.kernels.size(), false);
   for (const kernels::Case& c : kernels::all_cases()) {
     known.push_back(c.kernel);
-    if (!o.kernel.empty() && c.kernel != o.kernel && c.name != o.kernel) continue;
+    bool wanted = o.kernels.empty();
+    for (std::size_t k = 0; k < o.kernels.size(); ++k)
+      if (c.kernel == o.kernels[k] || c.name == o.kernels[k]) wanted = matched[k] = true;
+    if (!wanted) continue;
     if (c.rejected()) {
       ++skipped;
       continue;
     }
     cases.insert(c.name == kDotCase ? cases.begin() : cases.end(), &c);
   }
-  if (cases.empty()) {
-    std::string message = "no accepted suite launch of kernel '" + o.kernel + "'";
-    const std::string hint = core::closest_match(o.kernel, known);
+  for (std::size_t k = 0; k < o.kernels.size(); ++k) {
+    if (matched[k]) continue;
+    std::string message = "no suite launch of kernel '" + o.kernels[k] + "'";
+    const std::string hint = core::closest_match(o.kernels[k], known);
     if (!hint.empty()) message += " (did you mean '" + hint + "'?)";
     return fail("", message);
   }
+  if (cases.empty()) return fail("", "no accepted suite launch among the --kernel names (only rejection cases)");
 
   core::HostOptions host_options;
   host_options.config_file = o.config;
