@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "qgpu/weights/model.h"
+#include "qgpu/weights/numerics.h"
 
 namespace qgpu::core {
 namespace {
@@ -41,6 +42,30 @@ std::string num(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.6g", v);
   return buf;
+}
+
+// A record table's shape: `rows` sparse rows of `hidden` columns (none when it has no rows).
+sdk::Status check_table(const weights::SparseMatrix& m, const char* what, std::int64_t hidden) {
+  if (m.rows == 0) return sdk::Status::ok();
+  const auto fail = [&](const std::string& why) {
+    return sdk::invalid_argument(std::string("merge: the record ") + what + " " + why);
+  };
+  if (m.rows < 0 || m.cols != hidden)
+    return fail("has " + std::to_string(m.cols) + " columns, the base's hidden size is " + std::to_string(hidden));
+  if (m.row_ptr.size() != static_cast<std::size_t>(m.rows) + 1 || m.row_ptr.front() != 0 ||
+      m.row_ptr.back() != static_cast<std::int64_t>(m.val.size()) || m.col.size() != m.val.size())
+    return fail("is not a well-formed sparse matrix of " + std::to_string(m.rows) + " rows");
+  for (std::int64_t r = 0; r < m.rows; ++r) {
+    if (m.row_ptr[r + 1] < m.row_ptr[r]) return fail("row " + std::to_string(r) + " has a negative length");
+    for (std::int64_t p = m.row_ptr[r]; p < m.row_ptr[r + 1]; ++p) {
+      const std::int32_t c = m.col[static_cast<std::size_t>(p)];
+      const double v = m.val[static_cast<std::size_t>(p)];
+      if (c < 0 || c >= hidden) return fail("row " + std::to_string(r) + " has column " + std::to_string(c));
+      if (static_cast<double>(static_cast<float>(v)) != v)
+        return fail("row " + std::to_string(r) + " holds " + num(v) + ", which fp32 cannot hold exactly");
+    }
+  }
+  return sdk::Status::ok();
 }
 
 // The transposition (a b) of channel indices.
@@ -207,24 +232,21 @@ sdk::Expected<std::unique_ptr<MergedModel>> MergedModel::create(sdk::BaseModel& 
   if (mute < 0)
     return sdk::invalid_argument(
         "merge: the circuit was compiled without a mute channel (set weights::Target::mute_channel)");
-  const auto numel = [H](const std::vector<float>& m) { return static_cast<std::int64_t>(m.size()); };
-  if (numel(in.record_embedding) % H != 0 || numel(in.record_unembedding) % H != 0)
-    return sdk::invalid_argument("merge: record tables must hold whole rows of " + std::to_string(H) + " values (got " +
-                                 std::to_string(in.record_embedding.size()) + " and " +
-                                 std::to_string(in.record_unembedding.size()) + ")");
-  const std::int64_t records = numel(in.record_embedding) / H;
-  for (std::int64_t r = 0; r < records; ++r) {
-    const float v = in.record_embedding[static_cast<std::size_t>(r * H + mute)];
-    if (v != 0)
-      return sdk::invalid_argument("merge: record row " + std::to_string(r) + " is " + num(v) +
-                                   " on the circuit's mute channel " + std::to_string(mute) + " (must be exactly 0)");
-  }
+  const sdk::RecordRows& rec = in.records;
+  static const weights::SparseMatrix kNoRows;
+  const weights::SparseMatrix& unemb = rec.unembedding != nullptr ? *rec.unembedding : kNoRows;
+  QGPU_RETURN_IF_ERROR(check_table(unemb, "unembedding", H));
+  const std::int64_t records = rec.records;
+  if (records < 0 || (records > 0 && !rec.embedding))
+    return sdk::invalid_argument("merge: " + std::to_string(records) + " record rows and " +
+                                 (rec.embedding ? "an" : "no") + " embedding function");
 
   std::unique_ptr<MergedModel> m(new MergedModel(base, backend));
   m->shapes_ = bs;
+  m->mute_ = mute;
   m->base_rows_ = info.vocab_size;
   m->records_ = records;
-  m->unembedding_rows_ = numel(in.record_unembedding) / H;
+  m->unembedding_rows_ = unemb.rows;
   m->cost_.circuit_layers = static_cast<std::int64_t>(cc.layers.size());
   m->cost_.records = records;
   m->cost_.unembedding_rows = m->unembedding_rows_;
@@ -326,43 +348,74 @@ sdk::Expected<std::unique_ptr<MergedModel>> MergedModel::create(sdk::BaseModel& 
 
   if (in.sparse_circuit) m->reference_ = std::make_unique<weights::ReferenceModel>(m->circuit_layers_, bs, wdt);
 
-  // 3. Record tables in the merged channel order.
-  auto permuted_rows = [&](const std::vector<float>& src) {
-    std::vector<float> out(src.size());
-    for (std::size_t r = 0; r * static_cast<std::size_t>(H) < src.size(); ++r)
-      for (std::int64_t c = 0; c < H; ++c)
-        out[r * static_cast<std::size_t>(H) + static_cast<std::size_t>(swap(c))] =
-            src[r * static_cast<std::size_t>(H) + static_cast<std::size_t>(c)];
-    return out;
-  };
-  if (records > 0) {
-    std::vector<float> rows = permuted_rows(in.record_embedding);
-    const std::int64_t shape[2] = {records, H};
-    QGPU_MERGE_ASSIGN(m->record_table_, backend.upload(view_of(rows.data(), sdk::DType::kF32, shape)));
-    m->cost_.uploaded_bytes += records * H * static_cast<std::int64_t>(sdk::dtype_size(dt));
-  }
-  if (m->unembedding_rows_ > 0 && in.sparse_circuit) {
-    // The sparse path scores the record rows on the host: their rows are sparse (the choice
-    // fields), and a dense [rows, H] head is read whole for every token (862 MB in f32).
+  // 3. Record rows in the merged channel order: dense on the backend, or (sparse path) on the host.
+  m->record_embedding_ = rec.embedding;
+  if (in.sparse_circuit) {
+    // The host asks for a record token's embedding row as it arrives, and scores the record
+    // rows over their sparse rows: a dense [rows, H] head would be read whole for every token
+    // (862 MB in f32).
     SparseHead& sh = m->sparse_head_;
-    sh.row_ptr.assign(1, 0);
-    for (std::int64_t r = 0; r < m->unembedding_rows_; ++r) {
-      for (std::int64_t c = 0; c < H; ++c) {
-        const float v = in.record_unembedding[static_cast<std::size_t>(r * H + c)];
-        if (v == 0) continue;
-        sh.col.push_back(static_cast<std::int32_t>(swap(c)));
-        sh.val.push_back(v);
-      }
-      sh.row_ptr.push_back(static_cast<std::int64_t>(sh.col.size()));
+    sh.row_ptr.assign(unemb.row_ptr.begin(), unemb.row_ptr.end());
+    sh.col.reserve(unemb.col.size());
+    sh.val.reserve(unemb.val.size());
+    for (std::size_t p = 0; p < unemb.val.size(); ++p) {
+      sh.col.push_back(static_cast<std::int32_t>(swap(unemb.col[p])));
+      sh.val.push_back(static_cast<float>(unemb.val[p]));
     }
-  } else if (m->unembedding_rows_ > 0) {
-    std::vector<float> rows = permuted_rows(in.record_unembedding);
-    const std::int64_t shape[2] = {m->unembedding_rows_, H};
-    QGPU_MERGE_ASSIGN(m->record_head_, backend.upload(view_of(rows.data(), sdk::DType::kF32, shape)));
-    m->cost_.uploaded_bytes += m->unembedding_rows_ * H * static_cast<std::int64_t>(sdk::dtype_size(dt));
+  } else {
+    if (records > 0) {
+      std::vector<float> rows(static_cast<std::size_t>(records * H));
+      for (std::int64_t r = 0; r < records; ++r) {
+        auto row = m->record_row(r);
+        if (!row) return row.status();
+        std::copy(row->begin(), row->end(), rows.begin() + r * H);
+      }
+      const std::int64_t shape[2] = {records, H};
+      QGPU_MERGE_ASSIGN(m->record_table_, backend.upload(view_of(rows.data(), sdk::DType::kF32, shape)));
+      m->cost_.uploaded_bytes += records * H * static_cast<std::int64_t>(sdk::dtype_size(dt));
+    }
+    if (m->unembedding_rows_ > 0) {
+      std::vector<float> rows(static_cast<std::size_t>(m->unembedding_rows_ * H), 0.0f);
+      for (std::int64_t r = 0; r < unemb.rows; ++r)
+        for (std::int64_t p = unemb.row_ptr[r]; p < unemb.row_ptr[r + 1]; ++p)
+          rows[static_cast<std::size_t>(r * H + swap(unemb.col[static_cast<std::size_t>(p)]))] =
+              static_cast<float>(unemb.val[static_cast<std::size_t>(p)]);
+      const std::int64_t shape[2] = {m->unembedding_rows_, H};
+      QGPU_MERGE_ASSIGN(m->record_head_, backend.upload(view_of(rows.data(), sdk::DType::kF32, shape)));
+      m->cost_.uploaded_bytes += m->unembedding_rows_ * H * static_cast<std::int64_t>(sdk::dtype_size(dt));
+    }
   }
   m->cost_.upload_seconds = seconds_since(start);
   return m;
+}
+
+sdk::Expected<std::vector<float>> MergedModel::record_row(std::int64_t r) const {
+  const std::int64_t H = shapes_.hidden_size;
+  auto row = record_embedding_(r);
+  if (!row) return row.status().with_context("the embedding row of record " + std::to_string(r));
+  if (static_cast<std::int64_t>(row->size()) != H)
+    return sdk::invalid_argument("merge: record row " + std::to_string(r) + " has " + std::to_string(row->size()) +
+                                 " values, the base's hidden size is " + std::to_string(H));
+  if ((*row)[static_cast<std::size_t>(mute_)] != 0)
+    return sdk::invalid_argument("merge: record row " + std::to_string(r) + " is " +
+                                 num((*row)[static_cast<std::size_t>(mute_)]) + " on the circuit's mute channel " +
+                                 std::to_string(mute_) + " (must be exactly 0)");
+  // In the merged channel order, in the backend's dtype (an uploaded table rounds the same way).
+  std::vector<float> out(static_cast<std::size_t>(H));
+  for (std::int64_t c = 0; c < H; ++c)
+    out[static_cast<std::size_t>(merged_channel(c))] = weights::round_to(dtype_, (*row)[static_cast<std::size_t>(c)]);
+  return out;
+}
+
+sdk::Expected<sdk::Handle<sdk::Tensor>> MergedModel::run_reference(std::vector<float> rows, std::int64_t T) {
+  const std::int64_t H = shapes_.hidden_size;
+  for (std::int64_t t = 0; t < T; ++t) {  // in the circuit's channel order: the swap is its own inverse
+    const std::span<float> row(rows.data() + t * H, static_cast<std::size_t>(H));
+    const std::vector<float> y = circuit_order(reference_->step(circuit_order(row)));
+    std::copy(y.begin(), y.end(), row.begin());
+  }
+  const std::int64_t shape[2] = {T, H};
+  return backend_->upload(view_of(rows.data(), sdk::DType::kF32, shape));
 }
 
 sdk::Expected<sdk::Handle<sdk::Tensor>> MergedModel::run_circuit(const sdk::Tensor& input) {
@@ -372,18 +425,12 @@ sdk::Expected<sdk::Handle<sdk::Tensor>> MergedModel::run_circuit(const sdk::Tens
                                  shapes_.linear_key_head_dim,  shapes_.linear_value_head_dim,
                                  shapes_.linear_conv_kernel,   eps};
   sdk::Handle<sdk::Tensor> h, x, mixed;
-  if (reference_) {  // sparse: row by row through the reference model, in the circuit's channel order
+  if (reference_) {  // sparse: row by row through the reference model
     const std::int64_t T = input.dim(0), H = shapes_.hidden_size;
     std::vector<float> rows(static_cast<std::size_t>(T * H));
     const std::int64_t shape[2] = {T, H};
     QGPU_RETURN_IF_ERROR(be.download(input, view_of(rows.data(), sdk::DType::kF32, shape)));
-    for (std::int64_t t = 0; t < T; ++t) {
-      const std::span<float> row(rows.data() + t * H, static_cast<std::size_t>(H));
-      const std::vector<float> y = circuit_order(reference_->step(circuit_order(row)));  // the swap is its own inverse
-      std::copy(y.begin(), y.end(), row.begin());
-    }
-    QGPU_MERGE_ASSIGN(h, be.upload(view_of(rows.data(), sdk::DType::kF32, shape)));
-    return h;
+    return run_reference(std::move(rows), T);
   }
   QGPU_MERGE_ASSIGN(h, be.rows(input, 0, input.dim(0)));
   for (Layer& l : layers_) {
@@ -423,12 +470,21 @@ sdk::Expected<MergedForward> MergedModel::forward(std::span<const std::int64_t> 
     const auto run = ids.subspan(static_cast<std::size_t>(begin), static_cast<std::size_t>(n));
     if (text) {
       QGPU_MERGE_ASSIGN(h, base_->embed(run));
+      QGPU_MERGE_ASSIGN(h, run_circuit(*h));
+    } else if (reference_) {  // sparse: each record's embedding row asked for as it arrives
+      std::vector<float> rows(static_cast<std::size_t>(n * H));
+      for (std::int64_t i = 0; i < n; ++i) {
+        std::vector<float> row;
+        QGPU_MERGE_ASSIGN(row, record_row(run[static_cast<std::size_t>(i)] - base_rows_));
+        std::copy(row.begin(), row.end(), rows.begin() + i * H);
+      }
+      QGPU_MERGE_ASSIGN(h, run_reference(std::move(rows), n));
     } else {
       std::vector<std::int64_t> local(run.begin(), run.end());
       for (std::int64_t& id : local) id -= base_rows_;
       QGPU_MERGE_ASSIGN(h, be.embed(*record_table_, local));
+      QGPU_MERGE_ASSIGN(h, run_circuit(*h));
     }
-    QGPU_MERGE_ASSIGN(h, run_circuit(*h));
     if (options.circuit_residual) {
       const std::int64_t shape[2] = {n, H};
       QGPU_RETURN_IF_ERROR(be.download(*h, view_of(out.circuit_residual.data() + begin * H, sdk::DType::kF32, shape)));
@@ -525,18 +581,43 @@ sdk::Expected<std::unique_ptr<LoadedMerge>> load_merge(const Host& host,
   return m;
 }
 
+void RecordTables::tie() {
+  unembedding = {};
+  unembedding.rows = records();
+  unembedding.cols = hidden;
+  unembedding.row_ptr.assign(1, 0);
+  for (std::int64_t r = 0; r < records(); ++r) {
+    for (std::int64_t c = 0; c < hidden; ++c) {
+      const float v = embedding[static_cast<std::size_t>(r * hidden + c)];
+      if (v == 0) continue;
+      unembedding.col.push_back(static_cast<std::int32_t>(c));
+      unembedding.val.push_back(v);
+    }
+    unembedding.row_ptr.push_back(static_cast<std::int64_t>(unembedding.val.size()));
+  }
+}
+
+sdk::RecordRows RecordTables::rows() const {
+  sdk::RecordRows out;
+  out.records = records();
+  out.embedding = [this](std::int64_t r) -> sdk::Expected<std::vector<float>> {
+    const auto first = embedding.begin() + r * hidden;
+    return std::vector<float>(first, first + hidden);
+  };
+  out.unembedding = &unembedding;
+  return out;
+}
+
 std::string MergeHost::dtype() const {
   return backend_->dtype() == sdk::DType::kBF16 ? "bf16" : "f32";
 }
 
-sdk::Status MergeHost::merge(const weights::CompiledCircuit& circuit, std::vector<float> embedding,
-                             std::vector<float> unembedding) {
+sdk::Status MergeHost::merge(const weights::CompiledCircuit& circuit, const sdk::RecordRows& rows) {
   merged_.reset();  // the old layers leave the backend first
   circuit_ = nullptr;
   MergeInputs in;
   in.circuit = &circuit;
-  in.record_embedding = std::move(embedding);
-  in.record_unembedding = std::move(unembedding);
+  in.records = rows;
   in.sparse_circuit = sparse_;
   auto m = MergedModel::create(*base_, info_, *backend_, in);
   if (!m) return m.status();

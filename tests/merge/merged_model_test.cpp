@@ -220,6 +220,7 @@ struct Setup {
   std::unique_ptr<FetchDecode> circuit;
   CircuitTokens tokens;
   std::vector<std::int64_t> merged_ids;  // tokens.ids as merged-model ids
+  std::unique_ptr<RecordTables> tables;  // the record rows: outlive the merge
   std::unique_ptr<MergedModel> merged;
   std::string skip;
   ~Setup() {
@@ -239,17 +240,16 @@ std::unique_ptr<Setup> setup(const std::string& dtype, bool mute_window = true, 
   in.circuit = &s->circuit->cc;
   in.mute_window = mute_window;
   in.sparse_circuit = sparse;
+  s->tables = std::make_unique<RecordTables>(s->loaded->info.shapes.hidden_size);
   std::map<std::int64_t, std::int64_t> index;
   for (std::int64_t id : s->tokens.ids) {
     auto [it, fresh] = index.emplace(id, static_cast<std::int64_t>(index.size()));
-    if (fresh) {
-      const auto row = s->circuit->row(id);
-      in.record_embedding.insert(in.record_embedding.end(), row.begin(), row.end());
-    }
+    if (fresh) s->tables->add(s->circuit->row(id));
     s->merged_ids.push_back(s->loaded->info.vocab_size + it->second);
   }
-  // Stand-in unembedding until the sequencer's choice fields exist (§5): the record rows themselves (tied).
-  in.record_unembedding = in.record_embedding;
+  // A stand-in unembedding (this circuit has no choice fields): the record rows themselves (tied).
+  s->tables->tie();
+  in.records = s->tables->rows();
   auto m = MergedModel::create(*s->loaded->base, s->loaded->info, *s->loaded->backend, in);
   EXPECT_TRUE(m.has_value()) << m.status().to_string();
   if (m) s->merged = std::move(*m);
@@ -318,17 +318,54 @@ TEST(Merge, RefusesCircuitsItCannotSilence) {
   FetchDecode muted(l->info.shapes, /*mute=*/true);
   ASSERT_TRUE(muted.ok);
   in.circuit = &muted.cc;
-  in.record_embedding.assign(static_cast<std::size_t>(2 * l->info.shapes.hidden_size), 0.0f);
-  in.record_embedding[static_cast<std::size_t>(l->info.shapes.hidden_size + muted.cc.allocation.mute)] = 1.0f;
+  const std::int64_t H = l->info.shapes.hidden_size;
+  const int mute = muted.cc.allocation.mute;
+  // Record rows are checked as the host asks for them (here: all at merge, the dense path).
+  in.records.records = 2;
+  in.records.embedding = [&](std::int64_t r) -> sdk::Expected<std::vector<float>> {
+    std::vector<float> row(static_cast<std::size_t>(H), 0.0f);
+    if (r == 1) row[static_cast<std::size_t>(mute)] = 1.0f;
+    return row;
+  };
   m = MergedModel::create(*l->base, l->info, *l->backend, in);
   ASSERT_FALSE(m.has_value());
-  EXPECT_EQ(m.status().message(), "merge: record row 1 is 1 on the circuit's mute channel " +
-                                      std::to_string(muted.cc.allocation.mute) + " (must be exactly 0)");
-  in.record_embedding.pop_back();
+  EXPECT_EQ(m.status().message(),
+            "merge: record row 1 is 1 on the circuit's mute channel " + std::to_string(mute) + " (must be exactly 0)");
+  in.records.embedding = [&](std::int64_t r) -> sdk::Expected<std::vector<float>> {
+    return std::vector<float>(static_cast<std::size_t>(r == 1 ? H - 1 : H), 0.0f);
+  };
   m = MergedModel::create(*l->base, l->info, *l->backend, in);
   ASSERT_FALSE(m.has_value());
-  EXPECT_NE(m.status().message().find("record tables must hold whole rows of 2048 values"), std::string::npos)
-      << m.status().message();
+  EXPECT_EQ(m.status().message(), "merge: record row 1 has 2047 values, the base's hidden size is 2048");
+  in.records.embedding = [&](std::int64_t) -> sdk::Expected<std::vector<float>> {
+    return sdk::invalid_argument("no such record");
+  };
+  m = MergedModel::create(*l->base, l->info, *l->backend, in);
+  ASSERT_FALSE(m.has_value());
+  EXPECT_EQ(m.status().message(), "the embedding row of record 0: no such record");
+  in.records.embedding = nullptr;
+  m = MergedModel::create(*l->base, l->info, *l->backend, in);
+  ASSERT_FALSE(m.has_value());
+  EXPECT_EQ(m.status().message(), "merge: 2 record rows and no embedding function");
+  in.records.records = 0;
+  weights::SparseMatrix narrow_head;
+  narrow_head.rows = 1;
+  narrow_head.cols = H - 1;
+  narrow_head.row_ptr = {0, 0};
+  in.records.unembedding = &narrow_head;
+  m = MergedModel::create(*l->base, l->info, *l->backend, in);
+  ASSERT_FALSE(m.has_value());
+  EXPECT_EQ(m.status().message(), "merge: the record unembedding has 2047 columns, the base's hidden size is 2048");
+  weights::SparseMatrix inexact_head = narrow_head;
+  inexact_head.cols = H;
+  inexact_head.row_ptr = {0, 1};
+  inexact_head.col = {3};
+  inexact_head.val = {0.1};
+  in.records.unembedding = &inexact_head;
+  m = MergedModel::create(*l->base, l->info, *l->backend, in);
+  ASSERT_FALSE(m.has_value());
+  EXPECT_EQ(m.status().message().rfind("merge: the record unembedding row 0 holds 0.1", 0), 0u) << m.status().message();
+  in.records.unembedding = nullptr;
 
   sdk::LayerShapes other = l->info.shapes;
   other.intermediate_size = 4096;

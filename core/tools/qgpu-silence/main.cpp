@@ -122,6 +122,7 @@ int run(const Options& o, const char* argv0) {
   // Record rows: one per distinct machine token id (records.h: a function of the id), compact.
   core::MergeInputs in;
   in.circuit = &*cc;
+  core::RecordTables tables(cc->target.shapes.hidden_size);
   std::map<std::int64_t, std::int64_t> index;
   std::vector<std::int64_t> circuit_ids;  // as merged-model ids
   for (const simt::Record& r : records) {
@@ -132,13 +133,13 @@ int run(const Options& o, const char* argv0) {
       if (fresh) {
         auto values = simt::circuit::token_inputs(fd->records, id);
         if (!values) return report(values.error());
-        const auto row = weights::embed(c, cc->allocation, *values);
-        in.record_embedding.insert(in.record_embedding.end(), row.begin(), row.end());
+        tables.add(weights::embed(c, cc->allocation, *values));
       }
       circuit_ids.push_back(info->vocab_size + it->second);
     }
   }
-  in.record_unembedding = in.record_embedding;  // stand-in (tied) until the sequencer's choice fields exist
+  tables.tie();  // stand-in until the sequencer's choice fields exist
+  in.records = tables.rows();
   auto merged = core::MergedModel::create(model, *info, **backend, in);
   if (!merged) return report(merged.error());
 

@@ -103,13 +103,7 @@ sdk::Expected<const CompiledMachine*> compiled_machine(const sdk::ModelRunOption
     target.shapes = o.model->shapes();
     target.mute_channel = true;
   }
-  auto same = [&](const Entry& e) {
-    const sdk::LayerShapes &a = e.target.shapes, &b = target.shapes;
-    return e.merged == merged && a.hidden_size == b.hidden_size && a.intermediate_size == b.intermediate_size &&
-           a.linear_num_key_heads == b.linear_num_key_heads && a.linear_num_value_heads == b.linear_num_value_heads &&
-           a.linear_key_head_dim == b.linear_key_head_dim && a.linear_value_head_dim == b.linear_value_head_dim &&
-           a.linear_conv_kernel == b.linear_conv_kernel && a.rms_norm_eps == b.rms_norm_eps;
-  };
+  auto same = [&](const Entry& e) { return e.merged == merged && e.target.shapes == target.shapes; };
   std::lock_guard<std::mutex> lock(mu);
   for (const Entry& e : cache) {
     if (!same(e)) continue;
@@ -128,25 +122,21 @@ sdk::Expected<const CompiledMachine*> compiled_machine(const sdk::ModelRunOption
 }
 
 // The record rows of the merge: row i embeds token id base + i (weights::embed of its
-// inputs; a row the protocol reserves stays 0) and scores with the machine's
-// unembedding row i, both dense [vocabulary_rows(), hidden].
+// inputs, asked for by the host; a row the protocol reserves is 0) and scores with the
+// machine's unembedding row i (sparse, as compiled).
 sdk::Status merge_machine(const CompiledMachine& x, sdk::ModelHost& host, const sdk::ModelRunOptions& o) {
   const auto t0 = Clock::now();
-  const std::int64_t V = vocabulary_rows(), H = x.cc.target.shapes.hidden_size;
-  std::vector<float> embedding(static_cast<std::size_t>(V * H), 0.0f);
-  for (std::int64_t r = 0; r < V; ++r) {
+  sdk::RecordRows rows;
+  rows.records = vocabulary_rows();
+  rows.embedding = [&x](std::int64_t r) -> sdk::Expected<std::vector<float>> {
     auto in = circuit::token_inputs(x.m.fd.records, x.m.fd.records.base + r);
-    if (!in) continue;  // a reserved row: never fed
-    const std::vector<float> row = weights::embed(x.c, x.cc.allocation, *in);
-    std::copy(row.begin(), row.end(), embedding.begin() + r * H);
-  }
-  std::vector<float> unembedding(static_cast<std::size_t>(x.unembed.rows * H), 0.0f);
-  for (std::int64_t r = 0; r < x.unembed.rows; ++r)
-    for (std::int64_t p = x.unembed.row_ptr[r]; p < x.unembed.row_ptr[r + 1]; ++p)
-      unembedding[static_cast<std::size_t>(r * H + x.unembed.col[p])] = x.unembed.val[p];
-  say(o, "model: merging " + std::to_string(x.cc.schedule.num_layers) + " circuit layers and " + std::to_string(V) +
-             " record rows in front of the base");
-  QGPU_RETURN_IF_ERROR(host.merge(x.cc, std::move(embedding), std::move(unembedding)));
+    if (!in) return std::vector<float>(static_cast<std::size_t>(x.cc.target.shapes.hidden_size), 0.0f);
+    return weights::embed(x.c, x.cc.allocation, *in);
+  };
+  rows.unembedding = &x.unembed;
+  say(o, "model: merging " + std::to_string(x.cc.schedule.num_layers) + " circuit layers and " +
+             std::to_string(rows.records) + " record rows in front of the base");
+  QGPU_RETURN_IF_ERROR(host.merge(x.cc, rows));
   char line[96];
   std::snprintf(line, sizeof line, " (%.1f s)", seconds_since(t0));
   say(o, "model: " + host.describe() + line);

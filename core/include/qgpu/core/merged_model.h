@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -30,6 +31,7 @@
 #include "qgpu/sdk/machine.h"
 #include "qgpu/sdk/tensor_backend.h"
 #include "qgpu/weights/compile.h"
+#include "qgpu/weights/model.h"
 #include "qgpu/weights/reference.h"
 #include "qgpu/weights/state.h"
 
@@ -55,11 +57,9 @@ struct MergeInputs {
   // Compiled with Target::mute_channel at the base's layer shapes (hidden size,
   // heads, MLP width); every layer is linear_attention.
   const weights::CompiledCircuit* circuit = nullptr;
-  // [records, H] row-major, in the circuit's channel order (weights::embed rows);
-  // exactly 0 on the circuit's mute channel. Record i is token id base_rows + i.
-  std::vector<float> record_embedding;
-  // [unembedding rows, H] in the circuit's channel order; may be empty (no record logits).
-  std::vector<float> record_unembedding;
+  // The record rows (sdk::RecordRows; record i is token id base_rows + i): the embedding
+  // is called for every row here when the circuit runs dense, else as record tokens arrive.
+  sdk::RecordRows records;
   // Embedding rows that are text (searched for the mute channel); 0: the tokenizer's ids.
   std::int64_t text_rows = 0;
   // Text in the conv window: a Gated DeltaNet value channel that reads an earlier
@@ -74,8 +74,22 @@ struct MergeInputs {
   // math is the backend's, backend.Circuits.*), a fraction of the memory and time; the
   // base's layers and its logits stay on the backend. The record rows' logits are then
   // also taken on the host from the same final-normed residual over their sparse rows (in
-  // double, rounded once: the last bits may differ from the backend's dense product).
+  // double, rounded once: the last bits may differ from the backend's dense product), and a
+  // record token's embedding row is asked for when it arrives: no dense record table.
   bool sparse_circuit = false;
+};
+
+// Record rows held as tables (tests, qgpu-silence): dense embedding rows of `hidden` values
+// and a sparse unembedding. rows() views them: the tables must outlive the merge.
+struct RecordTables {
+  explicit RecordTables(std::int64_t hidden) : hidden(hidden) {}
+  std::int64_t hidden;
+  std::vector<float> embedding;  // [records, hidden] row-major
+  weights::SparseMatrix unembedding;
+  std::int64_t records() const { return static_cast<std::int64_t>(embedding.size()) / hidden; }
+  void add(std::span<const float> row) { embedding.insert(embedding.end(), row.begin(), row.end()); }
+  void tie();  // the unembedding := the embedding rows (a stand-in where no choice fields exist)
+  sdk::RecordRows rows() const;
 };
 
 struct MergeCost {
@@ -138,19 +152,28 @@ class MergedModel {
   struct Layer;
   MergedModel(sdk::BaseModel& base, sdk::TensorBackend& backend);
   sdk::Expected<sdk::Handle<sdk::Tensor>> run_circuit(const sdk::Tensor& h);
+  // Record `r`'s embedding row (MergeInputs::records), checked, in the merged channel order
+  // and rounded to the backend's dtype as an uploaded table holds it.
+  sdk::Expected<std::vector<float>> record_row(std::int64_t r) const;
+  // Sparse path: [T, H] rows (merged channel order) through the reference model, uploaded.
+  sdk::Expected<sdk::Handle<sdk::Tensor>> run_reference(std::vector<float> rows, std::int64_t T);
 
   sdk::BaseModel* base_;
   sdk::TensorBackend* backend_;
   sdk::LayerShapes shapes_;
   std::int64_t base_rows_ = 0, records_ = 0, unembedding_rows_ = 0;
   std::int64_t swap_a_ = 0, swap_b_ = 0;  // the transposition of channels
+  int mute_ = -1;                          // the circuit's mute channel (its own channel order)
   ChannelSearch search_;
   MergeCost cost_;
   std::vector<sdk::Handle<sdk::Tensor>> tensors_;
   std::vector<Layer> layers_;
   std::vector<weights::Layer> circuit_layers_;
   std::unique_ptr<weights::ReferenceModel> reference_;  // MergeInputs::sparse_circuit
-  struct SparseHead {  // the record rows' unembedding (merged channel order), with sparse_circuit
+  // With sparse_circuit: the record embedding, asked for row by row, and the record rows'
+  // unembedding (merged channel order).
+  std::function<sdk::Expected<std::vector<float>>(std::int64_t)> record_embedding_;
+  struct SparseHead {
     std::vector<std::int64_t> row_ptr;
     std::vector<std::int32_t> col;
     std::vector<float> val;
@@ -171,8 +194,7 @@ class MergeHost final : public sdk::ModelHost {
   sdk::LayerShapes shapes() const override { return info_.shapes; }
   std::int64_t text_rows() const override { return info_.vocab_size; }
   std::string dtype() const override;
-  sdk::Status merge(const weights::CompiledCircuit& circuit, std::vector<float> embedding,
-                    std::vector<float> unembedding) override;
+  sdk::Status merge(const weights::CompiledCircuit& circuit, const sdk::RecordRows& rows) override;
   bool holds(const weights::CompiledCircuit& circuit) const override { return merged_ && circuit_ == &circuit; }
   void reset() override {
     if (merged_) merged_->reset();

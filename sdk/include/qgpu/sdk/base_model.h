@@ -24,6 +24,7 @@ struct LayerShapes {
   std::int64_t linear_value_head_dim = 0;
   std::int64_t linear_conv_kernel = 0;
   double rms_norm_eps = 0;
+  bool operator==(const LayerShapes&) const = default;
 };
 
 struct ModelInfo {

@@ -58,6 +58,7 @@ struct InterpretOptions {
 
 namespace qgpu::weights {
 struct CompiledCircuit;
+struct SparseMatrix;
 struct StateView;
 }  // namespace qgpu::weights
 
@@ -68,18 +69,29 @@ namespace qgpu::sdk {
 // tensor backend; the machine compiles its circuit at shapes() with a mute channel
 // (weights::Target::mute_channel), hands it over with its record rows, then drives the
 // merged model token by token.
+// The record rows a machine merges in front of the base (ModelHost::merge), in its
+// circuit's channel order.
+struct RecordRows {
+  std::int64_t records = 0;  // record i is token id text_rows() + i
+  // Record i's embedding row: `hidden` values exact in fp32, exactly 0 on the circuit's mute
+  // channel (a row the protocol never feeds may be all 0). The host calls it for every row
+  // when it merges dense, or for each record token as it arrives on the sparse path: it must
+  // stay callable while the merge lasts.
+  std::function<Expected<std::vector<float>>(std::int64_t record)> embedding;
+  // The record rows' unembedding: sparse rows of `hidden` columns, values exact in fp32
+  // (may have no rows: no record logits). Read during merge() only.
+  const weights::SparseMatrix* unembedding = nullptr;
+};
+
 class QGPU_SDK_API ModelHost {
  public:
   virtual ~ModelHost();
   virtual LayerShapes shapes() const = 0;      // the base's layer shapes
   virtual std::int64_t text_rows() const = 0;  // the base's vocabulary: record i is token id text_rows() + i
   virtual std::string dtype() const = 0;       // the backend's compute dtype: "f32" or "bf16"
-  // Merges `circuit` in front of the base: record i embeds as row i of `embedding` and
-  // scores with row i of `unembedding` (both [records, hidden] in the circuit's channel
-  // order; every embedding row exactly 0 on the circuit's mute channel). Replaces any
-  // earlier merge and starts a new sequence. `circuit` must outlive the merge.
-  virtual Status merge(const weights::CompiledCircuit& circuit, std::vector<float> embedding,
-                       std::vector<float> unembedding) = 0;
+  // Merges `circuit` in front of the base with its record rows. `circuit` must outlive the
+  // merge. Replaces any earlier merge and starts a new sequence.
+  virtual Status merge(const weights::CompiledCircuit& circuit, const RecordRows& rows) = 0;
   // Whether the last merge was of `circuit` (the same object): a run may then start a new
   // sequence with reset() instead of merging again.
   virtual bool holds(const weights::CompiledCircuit& circuit) const = 0;
