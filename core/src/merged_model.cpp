@@ -50,17 +50,25 @@ sdk::Status check_table(const weights::SparseMatrix& m, const char* what, std::i
   const auto fail = [&](const std::string& why) {
     return sdk::invalid_argument(std::string("merge: the record ") + what + " " + why);
   };
-  if (m.rows < 0 || m.cols != hidden)
+  if (m.rows < 0) return fail("has " + std::to_string(m.rows) + " rows");
+  if (m.cols != hidden)
     return fail("has " + std::to_string(m.cols) + " columns, the base's hidden size is " + std::to_string(hidden));
   if (m.row_ptr.size() != static_cast<std::size_t>(m.rows) + 1 || m.row_ptr.front() != 0 ||
       m.row_ptr.back() != static_cast<std::int64_t>(m.val.size()) || m.col.size() != m.val.size())
     return fail("is not a well-formed sparse matrix of " + std::to_string(m.rows) + " rows");
   for (std::int64_t r = 0; r < m.rows; ++r) {
-    if (m.row_ptr[r + 1] < m.row_ptr[r]) return fail("row " + std::to_string(r) + " has a negative length");
+    if (m.row_ptr[r + 1] < m.row_ptr[r] || m.row_ptr[r + 1] > static_cast<std::int64_t>(m.val.size()))
+      return fail("row " + std::to_string(r) + " ends at entry " + std::to_string(m.row_ptr[r + 1]) + " (of " +
+                  std::to_string(m.val.size()) + ")");
+    std::int32_t last = -1;  // columns strictly increasing: one entry per (row, column), as SparseBuilder builds
     for (std::int64_t p = m.row_ptr[r]; p < m.row_ptr[r + 1]; ++p) {
       const std::int32_t c = m.col[static_cast<std::size_t>(p)];
       const double v = m.val[static_cast<std::size_t>(p)];
       if (c < 0 || c >= hidden) return fail("row " + std::to_string(r) + " has column " + std::to_string(c));
+      if (c <= last)
+        return fail("row " + std::to_string(r) + " has column " + std::to_string(c) + " after column " +
+                    std::to_string(last));
+      last = c;
       if (static_cast<double>(static_cast<float>(v)) != v)
         return fail("row " + std::to_string(r) + " holds " + num(v) + ", which fp32 cannot hold exactly");
     }

@@ -83,6 +83,8 @@ struct MergeInputs {
 // and a sparse unembedding. rows() views them: the tables must outlive the merge.
 struct RecordTables {
   explicit RecordTables(std::int64_t hidden) : hidden(hidden) {}
+  RecordTables(const RecordTables&) = delete;  // rows() points at this object
+  RecordTables& operator=(const RecordTables&) = delete;
   std::int64_t hidden;
   std::vector<float> embedding;  // [records, hidden] row-major
   weights::SparseMatrix unembedding;

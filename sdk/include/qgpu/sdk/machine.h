@@ -64,25 +64,25 @@ struct StateView;
 
 namespace qgpu::sdk {
 
-// Engine "model": the host's base model with a machine's circuit merged in front of it
-// (docs/MACHINE_CIRCUIT.md §6-§7). The host implements it over the configured base and
-// tensor backend; the machine compiles its circuit at shapes() with a mute channel
-// (weights::Target::mute_channel), hands it over with its record rows, then drives the
-// merged model token by token.
 // The record rows a machine merges in front of the base (ModelHost::merge), in its
 // circuit's channel order.
 struct RecordRows {
   std::int64_t records = 0;  // record i is token id text_rows() + i
   // Record i's embedding row: `hidden` values exact in fp32, exactly 0 on the circuit's mute
   // channel (a row the protocol never feeds may be all 0). The host calls it for every row
-  // when it merges dense, or for each record token as it arrives on the sparse path: it must
-  // stay callable while the merge lasts.
+  // when it merges dense, or for each record token as it arrives on the sparse path (a bad
+  // row is then reported by that forward()): it must stay callable while the merge lasts.
   std::function<Expected<std::vector<float>>(std::int64_t record)> embedding;
   // The record rows' unembedding: sparse rows of `hidden` columns, values exact in fp32
   // (may have no rows: no record logits). Read during merge() only.
   const weights::SparseMatrix* unembedding = nullptr;
 };
 
+// Engine "model": the host's base model with a machine's circuit merged in front of it
+// (docs/MACHINE_CIRCUIT.md §6-§7). The host implements it over the configured base and
+// tensor backend; the machine compiles its circuit at shapes() with a mute channel
+// (weights::Target::mute_channel), hands it over with its record rows, then drives the
+// merged model token by token.
 class QGPU_SDK_API ModelHost {
  public:
   virtual ~ModelHost();
