@@ -31,8 +31,14 @@ double seconds_since(Clock::time_point t0) {
 // kChoiceKindWeight, a row with one wrong bit one less).
 constexpr double kChoiceAlpha = 1;
 // In the merged model the record rows compete with the base's text rows (and read the
-// residual after the base's layers): α = 16 puts the chosen row at 16 · 17 = 272.
+// residual after the base's layers): α = 16 puts the chosen row at 16 · 17 = 272 in
+// units of the fields' normalized value.
 constexpr double kMergedChoiceAlpha = 16;
+// ... and the fields are amplified in the circuit's last layer (build_successor's
+// choice_gain): at ±128·u they make up most of the residual the base's layers add to,
+// so after the final norm each reads about ±sqrt(hidden / fields) instead of ±1 and
+// what the base adds moves the logits 128 times less than it would at ±u.
+constexpr int kMergedChoiceGain = 128;
 
 // The machine's circuit, compiled once per process.
 struct CompiledMachine {
@@ -55,7 +61,7 @@ sdk::Expected<std::unique_ptr<CompiledMachine>> build_compiled(const sdk::ModelR
   x->merged = merged;
   say(o, "circuit: building the machine");
   auto t0 = Clock::now();
-  auto m = circuit::build_machine(x->c);
+  auto m = circuit::build_machine(x->c, merged ? kMergedChoiceGain : 1);
   if (!m) return m.status().with_context("building the machine's circuit");
   x->m = std::move(*m);
   const circuit::NextToken* next = &x->m.sequencer.next;

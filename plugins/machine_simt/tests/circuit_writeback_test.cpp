@@ -49,7 +49,7 @@ struct Rig {
     return r ? *r : Word{};
   }
 
-  Rig() {
+  explicit Rig(int gain = 1) {
     exec_enable = in("t", "exec", 1);
     circuit::WregPlanIn pin;
     pin.enable = exec_enable[0];
@@ -108,7 +108,7 @@ struct Rig {
     auto mp = circuit::build_wmem_plan(c, min);
     EXPECT_TRUE(mp.has_value()) << mp.status().to_string();
     if (!wp || !mp) return;
-    auto n = circuit::build_successor(c, *wp, *mp, groups, ctl, sin);
+    auto n = circuit::build_successor(c, *wp, *mp, groups, ctl, sin, nullptr, gain);
     EXPECT_TRUE(n.has_value()) << n.status().to_string();
     if (!n) return;
     next = *n;
@@ -122,6 +122,12 @@ struct Rig {
 
 const Rig& rig() {
   static const Rig* r = new Rig();
+  return *r;
+}
+
+constexpr int kGain = 128;  // the merged machine's choice gain
+const Rig& gained_rig() {
+  static const Rig* r = new Rig(kGain);
   return *r;
 }
 
@@ -315,6 +321,75 @@ TEST(CircuitWriteback, DisabledTokensLeaveEverythingZero) {
   EXPECT_EQ(got, Tok{}) << text(got);
 }
 
+// With a choice gain the successor writes every NextToken bit (and `one`) at exactly
+// gain × the plain circuit's value, in both dtypes; the unembedding then picks the same
+// token with the margin scaled by the gain. Tokens outside the write-back sequence keep
+// the placeholder 0 (-u): nothing is amplified there.
+TEST(CircuitWriteback, ChoiceGainScalesTheFieldsExactly) {
+  const Rig& k = rig();
+  const Rig& g = gained_rig();
+  ASSERT_TRUE(k.ok);
+  ASSERT_TRUE(g.ok);
+  const Word plain_bits = circuit::choice_bits(k.next), gained_bits = circuit::choice_bits(g.next);
+  ASSERT_EQ(plain_bits.size(), gained_bits.size());
+  ASSERT_EQ(plain_bits.size(), 80u);  // 79 field bits and `one`
+  constexpr double kAlpha = 4;
+  auto ku = circuit::record_unembedding(k.next, k.cc.allocation, kAlpha);
+  auto gu = circuit::record_unembedding(g.next, g.cc.allocation, kAlpha);
+  ASSERT_TRUE(ku.has_value() && gu.has_value());
+  const double unit = weights::kResidualUnit;
+  auto choice = [&](const weights::SparseMatrix& u, const std::vector<float>& y) {
+    std::vector<float> logits(static_cast<std::size_t>(u.rows), 0.f);
+    for (std::int64_t r = 0; r < u.rows; ++r) {
+      double acc = 0;
+      for (std::int64_t p = u.row_ptr[r]; p < u.row_ptr[r + 1]; ++p) acc += u.val[p] * y[u.col[p]];
+      logits[static_cast<std::size_t>(r)] = static_cast<float>(acc / unit);
+    }
+    return circuit::choose(logits);
+  };
+  for (DType dt : {DType::kF32, DType::kBF16}) {
+    weights::ReferenceModel km(k.cc.layers, k.cc.target.shapes, dt), gm(g.cc.layers, g.cc.target.shapes, dt);
+    std::mt19937_64 rng(dt == DType::kF32 ? 21 : 22);
+    int tokens = 0, wrong = 0;
+    for (int cases = 0; cases < 30 && wrong == 0; ++cases) {
+      const Pending p = random_pending(rng);
+      const std::vector<Record> recs = expected_records(p);
+      for (std::size_t i = 0; i <= recs.size() && wrong == 0; ++i) {
+        const bool enabled = i < recs.size();
+        test::Inputs in = inputs(k, p, enabled);
+        if (i == 0 || !enabled)
+          in.push_back({k.is_exec, 1});
+        else
+          set_current(k, recs[i - 1], 0, in);
+        test::Inputs gin = in;  // the rigs declare the same inputs in the same order: the same fields
+        const std::vector<float> y = test::run_token(km, k.c, k.cc, in);
+        const std::vector<float> gy = test::run_token(gm, g.c, g.cc, gin);
+        ++tokens;
+        for (std::size_t b = 0; b < plain_bits.size(); ++b) {
+          const float v = y[static_cast<std::size_t>(k.cc.allocation.channel(plain_bits[b]))];
+          const float gv = gy[static_cast<std::size_t>(g.cc.allocation.channel(gained_bits[b]))];
+          const double want = enabled ? kGain * static_cast<double>(v) : v;
+          if ((v != unit && v != -unit) || gv != want) {
+            ADD_FAILURE() << dtype_name(dt) << " case " << cases << " token " << i << " bit "
+                          << k.c.bit_name(plain_bits[b]) << ": plain " << v << ", gained " << gv << " (want " << want
+                          << ")";
+            ++wrong;
+            break;
+          }
+        }
+        if (!enabled || wrong) continue;
+        auto kc = choice(*ku, y), gc = choice(*gu, gy);
+        ASSERT_TRUE(kc.has_value() && gc.has_value());
+        EXPECT_EQ(gc->offset, kc->offset);
+        EXPECT_EQ(gc->margin, kGain * kc->margin);
+      }
+    }
+    std::printf("choice gain %d (%s): %d tokens, every NextToken bit exactly %d x the plain circuit's\n", kGain,
+                std::string(dtype_name(dt)).c_str(), tokens, kGain);
+    EXPECT_EQ(wrong, 0);
+  }
+}
+
 // The unembedding picks exactly the token whose fields the residual holds, by
 // a margin of one bit (alpha), and never a row the model does not generate.
 TEST(CircuitChoice, UnembeddingPicksTheTokenInTheFields) {
@@ -333,6 +408,7 @@ TEST(CircuitChoice, UnembeddingPicksTheTokenInTheFields) {
   n.wmem_count = in("wmem.count", 3), n.wmem_format = in("wmem.format", 2), n.sched_lanes = in("sched.lanes", 4);
   n.sched_status = in("sched.status", 2), n.sched_block = in("sched.block", 5), n.exec_block = in("exec.block", 5);
   n.exec_lanes = in("exec.lanes", 4), n.cta_index = in("cta", 7), n.data_value = in("data", 16);
+  n.one = in("one", 1)[0];
   weights::Target t;
   t.shapes = test::qwen2b_shapes();
   auto a = weights::allocate(c, t);
@@ -355,7 +431,7 @@ TEST(CircuitChoice, UnembeddingPicksTheTokenInTheFields) {
   for (std::int64_t tok : tokens) {
     circuit::TokenBits tb;
     if (!circuit::generated_token_bits(n, tok, tb)) continue;  // a reserved row
-    std::vector<std::pair<Word, std::uint64_t>> values;
+    std::vector<std::pair<Word, std::uint64_t>> values{{Word{n.one}, 1}};
     for (const auto& [bit, v] : tb.bits)
       if (v) values.push_back({Word{bit}, 1});
     const std::vector<float> x = weights::embed(c, *a, values);

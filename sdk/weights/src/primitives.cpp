@@ -93,6 +93,17 @@ void MlpBuilder::constant(const std::vector<Term>& outs) {
   op_.neurons.push_back(Neuron{Affine{{}, kK}, kUpOne, scaled(outs, 1 / kK)});
 }
 
+void MlpBuilder::scale_writes(const Word& bits, double g) {
+  auto listed = [&](Bit b) {
+    for (const Bit& x : bits)
+      if (x.field == b.field && x.bit == b.bit) return true;
+    return false;
+  };
+  for (Neuron& n : op_.neurons)
+    for (Term& t : n.down)
+      if (listed(t.bit)) t.weight *= g;
+}
+
 sdk::Status MlpBuilder::commit(const std::string& name, int overwrites) {
   return circuit_.add_mlp(name, std::move(op_), overwrites);
 }

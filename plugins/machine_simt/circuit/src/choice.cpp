@@ -17,28 +17,7 @@ void push_field(TokenBits& out, const Word& w, std::uint32_t v) {
 }  // namespace
 
 sdk::Status mark_choice_outputs(weights::Circuit& c, const NextToken& n) {
-  const std::vector<Word> outs = {{n.wreg, n.wmem, n.sched, n.data, n.exec, n.sync, n.cta, n.halt, n.wmem_shared},
-                                  n.warp,
-                                  n.wreg_reg,
-                                  n.wreg_lanes,
-                                  n.wreg_format,
-                                  n.wmem_word,
-                                  n.wmem_count,
-                                  n.wmem_format,
-                                  n.sched_lanes,
-                                  n.sched_status,
-                                  n.sched_block,
-                                  n.exec_block,
-                                  n.exec_lanes,
-                                  n.cta_index,
-                                  n.data_value};
-  for (const Word& w : outs) {
-    Word pos;  // positive bits of computed fields (a constant bit has no channel of its own)
-    for (const Bit& b : w)
-      if (b.field != 0) pos.push_back(Bit{b.field, b.bit, false});
-    if (!pos.empty()) QGPU_RETURN_IF_ERROR(c.mark_output(pos));
-  }
-  return sdk::Status::ok();
+  return c.mark_output(choice_bits(n));
 }
 
 bool generated_token_bits(const NextToken& n, std::int64_t offset, TokenBits& out) {
@@ -96,11 +75,13 @@ sdk::Expected<weights::SparseMatrix> record_unembedding(const NextToken& next, c
   if (!(alpha > 0) || std::frexp(alpha, &e) != 0.5)
     return sdk::invalid_argument("record unembedding: alpha " + std::to_string(alpha) + " is not a power of two");
   const std::int64_t rows = vocabulary_rows();
+  if (next.one.field == 0 || next.one.neg) return sdk::internal_error("record unembedding: NextToken::one is not a field");
+  const int one = a.channel(next.one);
   weights::SparseBuilder m(rows, a.hidden_size);
   TokenBits tb;
   for (std::int64_t t = 0; t < rows; ++t) {
     if (!generated_token_bits(next, t, tb)) {
-      m.add(t, a.const_hi, -alpha * 2 * kChoiceKindWeight / weights::kConstHi);
+      m.add(t, one, -alpha * 2 * kChoiceKindWeight);
       continue;
     }
     const auto n = static_cast<double>(tb.bits.size() - 1);  // field bits (the kind bit is first)
@@ -116,7 +97,7 @@ sdk::Expected<weights::SparseMatrix> record_unembedding(const NextToken& next, c
       const auto& [bit, value] = tb.bits[i];
       term(value ? bit : !bit, alpha);
     }
-    if (bias != 0) m.add(t, a.const_hi, bias / weights::kConstHi);
+    if (bias != 0) m.add(t, one, bias);
   }
   return m.build();
 }

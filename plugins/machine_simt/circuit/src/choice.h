@@ -3,8 +3,11 @@
 //
 // For a generated token t with n_t field bits:
 //   logit(t) = α · (W·[kind bit of t] + Σ_i [bit i matches t_i] − n_t)
-// (each [·] read as (1 ± x)/2 from the bit's channel, the constants through the
-// constant channel), W = max n_t + 1. The token whose
+// (each [·] read as (1 ± x)/2 from the bit's channel, the constants through
+// NextToken::one, which is 1 wherever a next token is chosen), W = max n_t + 1.
+// Reading the constants from `one` rather than the constant channel keeps the whole
+// row in the fields' scale when the successor amplifies them (build_successor's
+// choice_gain): every logit is then scaled by the same factor. The token whose
 // fields are in the residual scores α·W; a token of the same kind with k wrong
 // bits α·(W − k); a token of another kind at most 0. Rows the model never
 // generates (RUN, LAUNCH, ROM, LIVE, reserved rows) score −α·W·2 whatever the
@@ -36,8 +39,8 @@ inline constexpr int kChoiceKindWeight = 17;  // W: one more than the widest kin
 sdk::Status mark_choice_outputs(weights::Circuit& c, const NextToken& next);
 
 // The machine's unembedding rows: vocabulary_rows() × hidden, in units where
-// the residual is normalized (a bit's channel reads +1 for 1 and -1 for 0, the
-// constant channel kConstHi). `alpha` must be a power of two.
+// the residual is normalized (a bit's channel reads +1 for 1 and -1 for 0). `alpha`
+// must be a power of two.
 sdk::Expected<weights::SparseMatrix> record_unembedding(const NextToken& next, const weights::Allocation& a,
                                                         double alpha);
 

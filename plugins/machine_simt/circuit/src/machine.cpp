@@ -33,7 +33,7 @@ sdk::Status take(sdk::Expected<T> r, T& out) {
 
 class Builder {
  public:
-  explicit Builder(Circuit& c) : c_(c) {}
+  Builder(Circuit& c, int choice_gain) : c_(c), choice_gain_(choice_gain) {}
   sdk::Status build();
   Machine& machine() { return m_; }
 
@@ -46,6 +46,7 @@ class Builder {
   sdk::Status outputs();
 
   Circuit& c_;
+  int choice_gain_ = 1;
   Machine m_;
   Bit en_;
   std::vector<Memory> mem_;  // per slot
@@ -429,6 +430,7 @@ sdk::Status Builder::outputs() {
   qi.control = m_.next;
   qi.exec = m_.control.on[0];
   qi.final = m_.wb.is_final;
+  qi.choice_gain = choice_gain_;
   return take(build_sequencer(c_, qi, m_.fd.records), m_.sequencer);
 }
 
@@ -442,8 +444,8 @@ weights::Target machine_target() {
   return t;
 }
 
-sdk::Expected<Machine> build_machine(Circuit& c) {
-  Builder b(c);
+sdk::Expected<Machine> build_machine(Circuit& c, int choice_gain) {
+  Builder b(c, choice_gain);
   QGPU_RETURN_IF_ERROR(b.build());
   return std::move(b.machine());
 }

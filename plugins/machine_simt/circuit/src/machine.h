@@ -99,7 +99,9 @@ inline constexpr int kMachineGroups = kExecGroups + kProtoWarps - 1;
 // Adds the machine's EXEC pass to `c` (an empty circuit). A CTA token erases the
 // register file and the shared memory (Circuit::ram_clear): ISA.md's "registers and
 // shared memory start at 0" for every thread block, with no write-back records.
-sdk::Expected<Machine> build_machine(weights::Circuit& c);
+// `choice_gain` scales the next token's fields (build_successor): 1 for the circuit
+// alone, a power of two up to 128 for a circuit merged in front of a base model.
+sdk::Expected<Machine> build_machine(weights::Circuit& c, int choice_gain = 1);
 
 // The compile target of the machine: Qwen3.5-2B's layer shapes at kMachineHidden,
 // dead fields' channels reused.

@@ -308,7 +308,7 @@ sdk::Expected<SequencerOut> build_sequencer(Circuit& c, const SequencerIn& in, R
   sin.sched_lanes = slice(*cur_hdr, 0, 4);
   sin.sched_warp = slice(*cur_hdr, 4, 3);
   sin.warp = warp;
-  auto next = build_successor(c, wp, mp, sched, ctl, sin, &lanes);
+  auto next = build_successor(c, wp, mp, sched, ctl, sin, &lanes, in.choice_gain);
   if (!next) return next.status();
   out.next = *next;
   out.current = sin;

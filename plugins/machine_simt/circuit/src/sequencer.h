@@ -71,6 +71,8 @@ struct SequencerIn {
   // come from; known right after decode, it lets the value ports (and the slot values
   // they store) sit next to each slot instead of after the write-back analysis.
   std::optional<std::array<weights::Bit, kWbSlots>> final;
+  // The NextToken fields' scale (build_successor's choice_gain): 1 for the circuit alone.
+  int choice_gain = 1;
 };
 
 // The current token's identity as the sequencer derived it (also what build_successor read).

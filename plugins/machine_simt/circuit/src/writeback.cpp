@@ -528,9 +528,13 @@ sdk::Expected<WmemPlan> build_wmem_plan(Circuit& c, const MemWriteIn& in) {
 
 sdk::Expected<NextToken> build_successor(Circuit& c, const WregPlan& wreg, const WmemPlan& wmem,
                                          std::span<const SchedGroup> sched, const ControlNext& control,
-                                         const SuccessorIn& in, const std::array<Word, kProtoLanes>* window) {
+                                         const SuccessorIn& in, const std::array<Word, kProtoLanes>* window,
+                                         int choice_gain) {
   const int groups = static_cast<int>(sched.size());
   if (groups == 0) return sdk::invalid_argument("successor: no scheduler groups");
+  if (choice_gain < 1 || choice_gain > 128 || (choice_gain & (choice_gain - 1)) != 0)
+    return sdk::invalid_argument("successor: choice gain " + std::to_string(choice_gain) +
+                                 " is not a power of two from 1 to 128");
   bool named_warps = false;
   for (const SchedGroup& g : sched) {
     if (g.lanes.size() != 4 || g.status.size() != 2 || g.block.size() != 5 || (!g.warp.empty() && g.warp.size() != 3))
@@ -639,7 +643,11 @@ sdk::Expected<NextToken> build_successor(Circuit& c, const WregPlan& wreg, const
     if (!w) return w.status();
     *sp.w = *w;
   }
+  auto one = c.computed(kOwner, "next.one", 1);
+  if (!one) return one.status();
+  t.one = (*one)[0];
   MlpBuilder mb(c);
+  mb.constant(out(t.one));
   auto copy = [&](const std::vector<Bit>& m, const Word& from, const Word& to) {
     for (std::size_t b = 0; b < to.size(); ++b) mb.select(m, bit_of(from[b]), out(to[b]));
   };
@@ -733,8 +741,29 @@ sdk::Expected<NextToken> build_successor(Circuit& c, const WregPlan& wreg, const
       control_record(at);
     }
   }
+  if (choice_gain > 1) {
+    // b -> gain·b - (gain-1)/2 in bit units: the channel goes from ±u to ±gain·u.
+    const Word bits = choice_bits(t);
+    mb.scale_writes(bits, choice_gain);
+    std::vector<Term> shift;
+    for (const Bit& b : bits) shift.push_back(Term{b, -(choice_gain - 1) / 2.0});
+    mb.constant(shift);
+  }
   QGPU_RETURN_IF_ERROR(mb.commit(std::string(kOwner) + ".next"));
   c.pop_enable();
   return t;
+}
+
+Word choice_bits(const NextToken& n) {
+  Word all{n.wreg, n.wmem, n.sched, n.data, n.exec, n.sync, n.cta, n.halt, n.wmem_shared};
+  for (const Word* w : {&n.warp, &n.wreg_reg, &n.wreg_lanes, &n.wreg_format, &n.wmem_word, &n.wmem_count,
+                        &n.wmem_format, &n.sched_lanes, &n.sched_status, &n.sched_block, &n.exec_block,
+                        &n.exec_lanes, &n.cta_index, &n.data_value})
+    all.insert(all.end(), w->begin(), w->end());
+  all.push_back(n.one);
+  Word out;
+  for (const Bit& b : all)
+    if (b.field != 0) out.push_back(Bit{b.field, b.bit, false});
+  return out;
 }
 }  // namespace qgpu::simt::circuit

@@ -139,17 +139,31 @@ struct NextToken {
   weights::Word exec_block, exec_lanes;                  // 5, 4
   weights::Word cta_index;                               // 7
   weights::Word data_value;                              // 16
+  // 1 on every token of the write-back sequence (where a next token is chosen): the
+  // unembedding's constant, scaled with the fields by the choice gain.
+  weights::Bit one;
 };
+
+// The NextToken fields that carry channels (the constant bits excluded), `one` last.
+weights::Word choice_bits(const NextToken& n);
 
 // With `window` (the sequencer's pending reads, docs/MACHINE_CIRCUIT.md §4.2) the DATA
 // values come from one 4 × 32-bit field that already holds, on a WREG token, the lane
 // values of the slot writing the current register and, on a WMEM token, the memory
 // values in ascending word order (WmemPlan::pos_value); wreg.slot[s].value and
 // wmem.pos_value are then not read. Without it they are taken from the plans.
+//
+// `choice_gain` (a power of two, 1 to 128) scales the NextToken fields: a bit is ±gain·u
+// instead of ±u on the tokens it is computed on (the same MLP writes gain × its value and
+// moves the placeholder by -(gain-1)/2, all bf16-exact up to 128). A merged model's
+// choice reads these fields after the base's layers and its final norm: amplified, they
+// dominate the residual there, so what the base adds hardly moves the logits. Nothing
+// in the circuit may read them after this (their normalized value is no longer 0/1).
 sdk::Expected<NextToken> build_successor(weights::Circuit& c, const WregPlan& wreg, const WmemPlan& wmem,
                                          std::span<const SchedGroup> sched, const ControlNext& control,
                                          const SuccessorIn& in,
-                                         const std::array<weights::Word, kProtoLanes>* window = nullptr);
+                                         const std::array<weights::Word, kProtoLanes>* window = nullptr,
+                                         int choice_gain = 1);
 
 // The split table's oracle-independent description: for lane classes
 // (0 zero, 1 int8, 2 int16, 3 word) and an emit mask, the records

@@ -36,6 +36,9 @@ class MlpBuilder {
   void select(const std::vector<Bit>& match, const Affine& x, const std::vector<Term>& outs);
   // Adds coef·(constant 1) to each output (the shared bias neuron).
   void constant(const std::vector<Term>& outs);
+  // Multiplies by g every weight the neurons added so far put on one of `bits` (either
+  // rail): the op's whole contribution to those bits, exactly, when g is a power of two.
+  void scale_writes(const Word& bits, double g);
   sdk::Status commit(const std::string& name, int overwrites = -1);
   const MlpOp& op() const { return op_; }
 
