@@ -57,6 +57,7 @@ struct Options {
   std::string dtype = "f32";          // the circuit's dtype
   std::int64_t max_generated = 2000;  // circuit: skip launches whose stream is longer
   std::int64_t min_generated = 0;     // circuit: skip launches whose stream is shorter
+  double min_margin = 0;              // circuit: an exact launch whose smallest margin is below this fails
   std::vector<std::string> kernels;   // --kernel: only these entries or cases (empty: all)
   std::string config = QGPU_CONFIG;
 };
@@ -236,6 +237,12 @@ class Bench {
     }
     row.circuit = r->checked ? "exact" : "not checked";
     row.circuit_margin = r->min_margin;
+    if (r->checked && r->min_margin < o_.min_margin) {
+      char line[160];
+      std::snprintf(line, sizeof line, "exact, but its smallest margin %.4g is below --min-margin %.4g", r->min_margin,
+                    o_.min_margin);
+      row.circuit = line;
+    }
     for (const auto& [name, secs] : r->timings)
       if (name == "generate_s") row.circuit_s = secs;
     // The verdict as each launch ends: a long run shows what it has established so far.
@@ -462,7 +469,8 @@ const char* kUsage =
     "  --threads N    model: the backend's intra-op threads (default: the config's backend.threads)\n"
     "  --dtype f32|bf16      the circuit's dtype (default f32)\n"
     "  --max-generated N     circuit: skip launches with more than N generated tokens (default 2000)\n"
-    "  --min-generated N     circuit: skip launches with fewer than N generated tokens (default 0)\n";
+    "  --min-generated N     circuit: skip launches with fewer than N generated tokens (default 0)\n"
+    "  --min-margin M        circuit: fail a launch whose smallest logit margin is below M (default 0)\n";
 
 int fail(const std::string& where, const std::string& what) {
   std::fprintf(stderr, "qgpu_bench_launch: %s%s\n", where.empty() ? "" : (where + ": ").c_str(),
@@ -490,6 +498,13 @@ int main_impl(int argc, char** argv) {
       o.dtype = argv[++i];
     } else if ((a == "--max-generated" || a == "--min-generated") && i + 1 < argc) {
       (a == "--max-generated" ? o.max_generated : o.min_generated) = std::strtoll(argv[++i], nullptr, 10);
+    } else if (a == "--min-margin" && i + 1 < argc) {
+      char* end = nullptr;
+      o.min_margin = std::strtod(argv[++i], &end);
+      if (end == argv[i] || *end != '\0' || !(o.min_margin >= 0)) {
+        std::fprintf(stderr, "qgpu_bench_launch: --min-margin '%s' is not a non-negative number\n", argv[i]);
+        return 2;
+      }
     } else if (a == "--kernel" && i + 1 < argc) {
       for (std::string_view rest = argv[++i]; !rest.empty();) {  // NAME[,NAME...]
         const std::size_t comma = rest.find(',');
