@@ -196,10 +196,15 @@ sdk::Status add_pads(Allocation& a, const Target& target, int next, std::int64_t
     a.pad_channel.push_back(next++);
     a.pad_value.push_back(v);
   }
-  if (next > target.shapes.hidden_size)
-    return sdk::limit_exceeded("residual: " + std::to_string(next) + " channels needed (" + std::to_string(pairs) +
-                               " bits" + detail + "), hidden size " + std::to_string(target.shapes.hidden_size) +
-                               " (over by " + std::to_string(next - target.shapes.hidden_size) + ")");
+  const std::int64_t limit = channel_limit(target);
+  if (next > limit) {
+    const std::int64_t reserved = target.shapes.hidden_size - limit;
+    return sdk::limit_exceeded(
+        "residual: " + std::to_string(next) + " channels needed (" + std::to_string(pairs) + " bits" + detail +
+        "), hidden size " + std::to_string(target.shapes.hidden_size) +
+        (reserved > 0 ? " less " + std::to_string(reserved) + " reserved for the mute direction" : std::string()) +
+        " (over by " + std::to_string(next - limit) + ")");
+  }
   a.channels_used = next;
   return sdk::Status::ok();
 }
@@ -304,8 +309,31 @@ sdk::Expected<Allocation> allocate_logical(const Circuit& circuit, const Target&
 
 }  // namespace
 
+std::int64_t channel_limit(const Target& target) {
+  const std::int64_t reserved = target.mute_channel ? std::max(target.mute_width, 1) - 1 : 0;
+  return target.shapes.hidden_size - reserved;
+}
+
+void mark_free_channels(const Circuit& circuit, Allocation& a) {
+  std::vector<char> used(static_cast<std::size_t>(std::max<std::int64_t>(a.hidden_size, 0)), 0);
+  auto use = [&](int ch) {
+    if (ch >= 0 && ch < static_cast<int>(used.size())) used[static_cast<std::size_t>(ch)] = 1;
+  };
+  use(a.const_hi);
+  use(a.mute);
+  for (int ch : a.pad_channel) use(ch);
+  const auto& fields = circuit.fields();
+  for (std::size_t f = 0; f < fields.size() && f < a.field_base.size(); ++f)
+    for (int b = 0; b < fields[f].width; ++b) use(a.channel(Bit{static_cast<int>(f), b, false}));
+  a.free.clear();
+  for (std::size_t ch = 0; ch < used.size(); ++ch)
+    if (!used[ch]) a.free.push_back(static_cast<int>(ch));
+}
+
 sdk::Expected<Allocation> allocate(const Circuit& circuit, const Target& target) {
   QGPU_RETURN_IF_ERROR(check_shapes(target.shapes));
+  if (target.mute_channel && target.mute_width < 1)
+    return sdk::invalid_argument("Target::mute_width " + std::to_string(target.mute_width) + " (at least 1)");
   if (target.reuse_channels) {
     auto sched = schedule(circuit, target);  // live ranges need the layers
     if (!sched) return sched.status();
@@ -313,12 +341,14 @@ sdk::Expected<Allocation> allocate(const Circuit& circuit, const Target& target)
   }
   auto a = allocate_plain(circuit, target);
   if (a) QGPU_RETURN_IF_ERROR(place_mute(circuit, target, *a));
+  if (a) mark_free_channels(circuit, *a);
   return a;
 }
 
 sdk::Expected<Allocation> allocate(const Circuit& circuit, const Target& target, const Schedule& sched) {
   auto a = allocate_logical(circuit, target, sched);
   if (a) QGPU_RETURN_IF_ERROR(place_mute(circuit, target, *a));
+  if (a) mark_free_channels(circuit, *a);
   return a;
 }
 

@@ -270,6 +270,7 @@ sdk::Expected<Allocation> load_allocation(const Circuit& circuit, const std::fil
       a.clears.push_back(ChannelClear{f, layer});
     }
   }
+  mark_free_channels(circuit, a);
   return a;
 }
 

@@ -176,7 +176,8 @@ sdk::Expected<Allocation> allocate_reusing(const Circuit& circuit, const Target&
   const int first = next;
   a.field_base.assign(fields.size(), -1);
   // Channels the fresh region may take and still leave room for up to 4 pads and the squares.
-  const std::int64_t budget = std::min<std::int64_t>(H - first - 4, H - static_cast<std::int64_t>(kConstHi * kConstHi));
+  const std::int64_t budget =
+      std::min<std::int64_t>(channel_limit(target) - first - 4, H - static_cast<std::int64_t>(kConstHi * kConstHi));
   std::vector<std::int64_t> room = mlp_neurons_by_layer(circuit, sched);
   for (std::int64_t& n : room) n = I - n;
 
@@ -473,6 +474,14 @@ sdk::Status check_allocation(const Circuit& circuit, const Target& target, const
                                        fields[h].full_name() + " is written " + in);
       }
     }
+  }
+  if (target.mute_channel) {  // room for the mute direction: mute_width - 1 channels nothing uses
+    std::int64_t unused = 0;
+    for (std::int64_t ch = 0; ch < H; ++ch) unused += on[ch].empty() && !reserved[ch] ? 1 : 0;
+    if (unused < target.mute_width - 1)
+      return sdk::invalid_argument("allocation: " + std::to_string(unused) +
+                                   " channels left free, the mute direction needs " +
+                                   std::to_string(target.mute_width - 1) + " besides the mute channel");
   }
   squares += static_cast<double>(bits);
   if (squares != static_cast<double>(H))

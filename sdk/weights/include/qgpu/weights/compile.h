@@ -46,6 +46,10 @@ struct Target {
   // With mute_channel: the mute channel's residual index (-1: channel 1, after the
   // bias channel). Every other channel keeps its order around it.
   int mute_index = -1;
+  // With mute_channel: channels the merge may spread the mute over — the mute channel
+  // and mute_width - 1 more at the top of the residual that no field, constant or pad
+  // takes (Allocation::free lists every channel left free).
+  int mute_width = 1;
   // Liveness-based channel reuse (docs/CIRCUITS.md §4): when the fields do not all
   // fit the residual at once, a dead field's channels go to a later field, after
   // clear neurons (1 per bit) inserted into an MLP between its last reader and
@@ -120,8 +124,9 @@ struct ChannelClear {
 // With channel reuse, fields whose live ranges do not overlap share channels.
 struct Allocation {
   std::int64_t hidden_size = 0;
-  int const_hi = 0;  // channel holding normalized kConstHi (biases)
-  int mute = -1;     // mute channel or -1
+  int const_hi = 0;       // channel holding normalized kConstHi (biases)
+  int mute = -1;          // mute channel or -1
+  std::vector<int> free;  // channels that nothing of the circuit uses (ascending; the mute channel excluded)
   std::vector<int> field_base;
   std::vector<int> pad_channel;
   std::vector<double> pad_value;  // normalized
@@ -202,6 +207,13 @@ struct RamPlacement {
 };
 // The placement of every RAM of the circuit (index = Circuit::rams() index) under `schedule`.
 std::vector<RamPlacement> ram_placements(const Circuit& circuit, const Target& target, const Schedule& schedule);
+
+// The channels a target lets the allocation use: the hidden size less those reserved for
+// the mute direction (Target::mute_width).
+std::int64_t channel_limit(const Target& target);
+// Fills allocation.free: every channel that no field bit (at any time), constant, pad or
+// the mute channel uses.
+void mark_free_channels(const Circuit& circuit, Allocation& allocation);
 
 struct CompiledCircuit {
   Target target;
