@@ -14,6 +14,8 @@ int main(int argc, char** argv) {
   std::int64_t vocab = -1;
   std::uint64_t seed = 0;
   bool small = false;
+  std::string embedding = "planted";
+  bool stress = false;
   double shard_mb = 0;
   std::int32_t tokenizer_vocab = 512;
   app.add_option("--out", out, "output directory (created if missing)")->required();
@@ -21,6 +23,15 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 4096));
   app.add_option("--vocab", vocab, "embedding rows (default 4096, or 256 with --small)")->check(CLI::Range(1, 1 << 24));
   app.add_option("--seed", seed, "random seed (same seed, same bytes)");
+  app.add_option("--embedding", embedding,
+                 "planted: N(0, 0.02) with one channel negative on every row (the default's bytes); "
+                 "isotropic: N(0, 0.02); anisotropic: a shared heavy-tailed direction plus noise, like trained "
+                 "tied embeddings (neither has a channel of one sign)")
+      ->check(CLI::IsMember({"planted", "isotropic", "anisotropic"}));
+  app.add_flag("--stress", stress,
+               "a stress base for the merged model's next-token choice: residual growing ~100x over depth, "
+               "massive-activation channels on every token, attention sinks, final-norm scales over 0.05..20 "
+               "with negative and near-zero ones (needs >= 4 layers)");
   app.add_flag("--small", small, "tiny shapes for tests (hidden 64) instead of the 2B shapes");
   app.add_option("--shard-mb", shard_mb, "split the weights into shards of at most this many MB (0: one file)")
       ->check(CLI::NonNegativeNumber);
@@ -35,6 +46,12 @@ int main(int argc, char** argv) {
   auto spec = small ? qgpu::qwen35::synthetic_small_spec(layers, vocab > 0 ? vocab : 256)
                     : qgpu::qwen35::synthetic_2b_spec(layers, vocab > 0 ? vocab : 4096);
   spec.max_shard_bytes = static_cast<std::uint64_t>(shard_mb * 1e6);
+  spec.options.embedding = *qgpu::qwen35::parse_synthetic_embedding(embedding);
+  spec.options.stress = stress;
+  if (auto ok = qgpu::qwen35::check_synthetic_options(spec.text, spec.options); !ok) {
+    std::fprintf(stderr, "qgpu-synth-qwen35: %s\n", ok.to_string().c_str());
+    return 2;
+  }
   if (tokenizer_vocab > 0) {
     if (tokenizer_vocab < 256) {
       std::fprintf(stderr, "qgpu-synth-qwen35: --tokenizer-vocab must be 0 or in 256..720\n");
@@ -62,9 +79,22 @@ int main(int argc, char** argv) {
       last_percent = percent;
     }
   };
-  std::printf("writing a %s Qwen3.5 checkpoint: %lld layers, vocab %lld, seed %llu -> %s\n",
-              small ? "small" : "2B-shaped", static_cast<long long>(layers),
-              static_cast<long long>(spec.text.vocab_size), static_cast<unsigned long long>(seed), out.c_str());
+  std::printf("writing a %s%s Qwen3.5 checkpoint: %lld layers, vocab %lld, %s embedding, seed %llu -> %s\n",
+              small ? "small" : "2B-shaped", stress ? " stress" : "", static_cast<long long>(layers),
+              static_cast<long long>(spec.text.vocab_size), embedding.c_str(), static_cast<unsigned long long>(seed),
+              out.c_str());
+  if (stress) {
+    const auto layout = qgpu::qwen35::synthetic_stress_layout(spec.text, seed);
+    std::printf("stress: massive channels");
+    for (std::size_t i = 0; i < layout->massive_channels.size(); ++i)
+      std::printf(" %lld (%+.0f)", static_cast<long long>(layout->massive_channels[i]), layout->massive_values[i]);
+    std::printf(" from layer %lld; first-token channel %lld (%+.0f) from layer %lld; sinks in layers",
+                static_cast<long long>(layout->massive_layer), static_cast<long long>(layout->first_token_channel),
+                layout->first_token_value, static_cast<long long>(layout->first_token_layer));
+    for (auto l : layout->sink_layers) std::printf(" %lld", static_cast<long long>(l));
+    std::printf(" (heads 0..%zu, dim %lld); output scale %.2f..%.2f\n", layout->sink_gaps.size() - 1,
+                static_cast<long long>(layout->sink_dim), layout->output_scale.front(), layout->output_scale.back());
+  }
   auto result = qgpu::qwen35::write_synthetic_checkpoint(out, spec, seed);
   if (!result) {
     std::fprintf(stderr, "qgpu-synth-qwen35: %s\n", result.error().to_string().c_str());
