@@ -119,11 +119,11 @@ def stress_report(ckpt, dtype_name, seq, batch, layout):
         # transformers returns one entry per layer, or (newer versions) per full-attention layer.
         a = out.attentions[l if len(out.attentions) == len(layers) else full.index(l)].float()  # [b, heads, q, k]
         row = []
+        probes = [t for t in (16, 64, 256, 1024) if t < seq] + [seq - 1]
         for hd in range(cfg.num_attention_heads):
             w0 = a[:, hd, 1:, 0]
-            at16 = a[:, hd, min(16, seq - 1), 0].mean().item()
-            row.append(f"h{hd}: mean {w0.mean().item():.3f} (t=16 {at16:.3f}, t={seq - 1} "
-                       f"{a[:, hd, seq - 1, 0].mean().item():.3f})")
+            at = ", ".join(f"t={t} {a[:, hd, t, 0].mean().item():.3f}" for t in probes)
+            row.append(f"h{hd}: mean {w0.mean().item():.3f} ({at})")
         print(f"layer {l} attention weight on position 0 (queries t >= 1):")
         for r in row:
             print("   ", r)
@@ -137,19 +137,22 @@ def stress_report(ckpt, dtype_name, seq, batch, layout):
           f"|1+w| < 0.01: {(mag < 0.01).sum().item()}, smallest |1+w| >= 0.01: {mag[mag >= 0.01].min().item():.4f}; "
           f"massive channels' scales {[round(w[c].item(), 4) for c in massive]}")
 
-    # The massive construction on arbitrary inputs: random vectors at several scales as the embedding output.
-    print("massive channels after layer", layout.get("layer", [1])[0], "for random input vectors (inputs_embeds):")
-    for scale in [0.02, 1.0, 100.0]:
-        outputs.clear()
-        hooks = [layers[1].register_forward_hook(lambda m, i, o: outputs.append(o[0] if isinstance(o, tuple) else o))]
+    # The massive construction on arbitrary inputs: random vectors at several scales as the embedding output;
+    # what the massive layer adds to each massive channel (its output minus its input).
+    m = layout.get("layer", [1])[0]
+    print(f"added to the massive channels by layer {m} for random input vectors (inputs_embeds):")
+    for scale in [0.02, 1.0, 100.0, 1e4]:
+        seen = []
+        hooks = [layers[m].register_forward_hook(
+            lambda mod, i, o: seen.append(((o[0] if isinstance(o, tuple) else o) - i[0]).float()))]
         x = (torch.randn(batch, seq, h, generator=g) * scale).to(dtype)
         with torch.no_grad():
             model.model(inputs_embeds=x)
         for hk in hooks:
             hk.remove()
-        o = outputs[0].float()
-        ms = " ".join(f"{o[:, :, c].min().item():.0f}..{o[:, :, c].max().item():.0f}" for c in massive)
-        print(f"   N(0, {scale}): {ms}")
+        d = seen[0]
+        ms = " ".join(f"{d[:, :, c].min().item():.0f}..{d[:, :, c].max().item():.0f}" for c in massive)
+        print(f"   N(0, {scale}^2): {ms}")
 
 
 def main():
