@@ -227,8 +227,9 @@ Status fill_embedding(SyntheticEmbedding mode, std::span<std::byte> bytes, std::
 // residuals grow by over depth. (The default already ends ~180x above the
 // embedding's rms, but grows only ~5x after its first layer.)
 constexpr double kStressGrowth = 100;
-// Massive activations: three channels (of 1e3..1e4, mixed signs, like the
-// 2,500 / -1,500 pairs reported for LLaMA-2) on EVERY token from layer 1 on.
+// Massive activations: three channels of 1e3..1e4 with mixed signs (the size
+// reported for LLaMA-2 and others, where they sit on the first and delimiter
+// tokens) on EVERY token from layer 1 on, so nothing a merge appends escapes.
 constexpr std::array<float, 3> kMassiveValues = {1500.0f, -3500.0f, 8000.0f};
 constexpr std::int64_t kMassiveLayer = 1;
 // Massive activations act as biases (Sun et al. 2024): every MLP after the

@@ -84,7 +84,8 @@ sdk::Expected<SyntheticResult> write_synthetic_checkpoint(const std::filesystem:
 // model mutes its circuit on text through one (docs/MACHINE_CIRCUIT.md §6). Every
 // synthetic embedding row is strictly negative on this channel, -(1/8 + |w|) with
 // w the N(0, 0.02) value drawn there; the channel is a hash of the seed. Tests of
-// the generator use this; the merge finds the channel by searching.
+// the generator use this; the merge finds the channel by searching. Only the
+// planted embedding (the default) has it.
 std::int64_t synthetic_negative_channel(std::int64_t hidden_size, std::uint64_t seed);
 
 // Whether `options` can be generated for `text`: a stress base needs at least 4
@@ -123,7 +124,8 @@ struct SyntheticStressLayout {
   std::vector<float> sink_gaps;
   // Per layer: the factor on o_proj / linear_attn.out_proj / mlp.down_proj,
   // and the design rms of the residual after the layer without the massive and
-  // first-token channels (grows by stress_growth over the layers).
+  // first-token channels (`growth` times larger after the last layer than
+  // after the first).
   std::vector<float> output_scale;
   std::vector<float> bulk_rms;
   float growth = 0;
