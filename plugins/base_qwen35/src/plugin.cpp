@@ -103,29 +103,28 @@ class Qwen35Base final : public sdk::BaseModel {
                                    dir.string() + "')");
     }
 
-    // Upload every text tensor straight from the mapping; the backend converts to its dtype.
+    // Upload every text tensor straight from the mapping, once; the backend converts to its dtype.
+    // Decoder tensors are keyed by their name below the text prefix ("layers.0.mlp.up_proj.weight");
+    // an untied head sits outside it, at the top level ("lm_head.weight"), under either naming scheme.
     std::map<std::string, sdk::Handle<sdk::Tensor>> weights;
     std::int64_t parameters = 0;
-    for (const ExpectedTensor& e : expected_text_tensors(text, checkpoint->prefix())) {
-      const std::string name = e.name.substr(checkpoint->prefix().size());
+    const std::string& prefix = checkpoint->prefix();
+    for (const ExpectedTensor& e : expected_text_tensors(text, prefix)) {
+      const bool head = e.name == kLmHeadName;
+      if (!head && !e.name.starts_with(prefix)) {
+        return sdk::internal_error("expected tensor '" + e.name + "' is outside the text prefix '" + prefix + "'");
+      }
+      const std::string name = head ? e.name : e.name.substr(prefix.size());
       auto ref = checkpoint->tensors().get(e.name);
-      if (!ref) return ref.error();
+      if (!ref) return ref.error().with_context(dir.string());
       auto view = ref->view();
       if (!view) return view.error().with_context(e.name);
       auto uploaded = backend.upload(*view);
       if (!uploaded) return uploaded.error().with_context("uploading " + e.name);
       parameters += ref->numel();
-      weights.emplace(name, std::move(*uploaded));
-    }
-    if (!text.tie_word_embeddings) {
-      auto head = checkpoint->lm_head();
-      if (!head) return head.error();
-      auto view = head->view();
-      if (!view) return view.error();
-      auto uploaded = backend.upload(*view);
-      if (!uploaded) return uploaded.error().with_context("uploading lm_head.weight");
-      parameters += head->numel();
-      weights.emplace("lm_head.weight", std::move(*uploaded));
+      if (!weights.emplace(name, std::move(*uploaded)).second) {
+        return sdk::internal_error("tensor '" + e.name + "' is listed twice");
+      }
     }
     auto lookup = [&weights](const std::string& name) -> const sdk::Tensor* {
       auto it = weights.find(name);

@@ -50,7 +50,7 @@ std::vector<ExpectedTensor> expected_text_tensors(const TextConfig& c, std::stri
     }
   }
   add(p + "norm.weight", {h});
-  if (!c.tie_word_embeddings) add("lm_head.weight", {c.vocab_size, h});
+  if (!c.tie_word_embeddings) add(std::string(kLmHeadName), {c.vocab_size, h});
   return out;
 }
 
@@ -86,8 +86,8 @@ Status check_text_tensors(const TextConfig& config, const TensorStore& tensors, 
     return sdk::not_found("missing tensor '" + missing.front() + "'" + more);
   }
   // A tied checkpoint may still carry lm_head.weight (HF ignores it); its shape must fit.
-  if (config.tie_word_embeddings && tensors.contains("lm_head.weight")) {
-    auto got = *tensors.get("lm_head.weight");
+  if (config.tie_word_embeddings && tensors.contains(kLmHeadName)) {
+    auto got = *tensors.get(kLmHeadName);
     const std::vector<std::int64_t> shape{config.vocab_size, config.hidden_size};
     if (got.shape() != shape || !st_dtype_is_float(got.dtype())) {
       return sdk::invalid_argument("tensor 'lm_head.weight': expected " + shape_string(shape) + ", got " +
@@ -128,7 +128,7 @@ Expected<TensorRef> Checkpoint::text_tensor(std::string_view name) const {
 
 Expected<TensorRef> Checkpoint::lm_head() const {
   if (config_.text.tie_word_embeddings) return text_tensor("embed_tokens.weight");
-  return tensors_.get("lm_head.weight");
+  return tensors_.get(kLmHeadName);
 }
 
 }  // namespace qgpu::qwen35

@@ -16,6 +16,8 @@ namespace qgpu::qwen35 {
 // Qwen3_5ForCausalLM-style ones.
 inline constexpr std::string_view kWrapperPrefix = "model.language_model.";
 inline constexpr std::string_view kCausalLmPrefix = "model.";
+// An untied output head, under both naming schemes: at the top level, outside the text prefix.
+inline constexpr std::string_view kLmHeadName = "lm_head.weight";
 
 struct ExpectedTensor {
   std::string name;  // full name, prefix included
@@ -23,7 +25,8 @@ struct ExpectedTensor {
   StDType dtype = StDType::kBF16;  // as published: BF16, except A_log and linear_attn.norm.weight (F32)
 };
 
-// Every text tensor the config implies, in model order; lm_head.weight only when untied.
+// Every text tensor the config implies, in model order: names under `prefix`, then
+// kLmHeadName (no prefix) only when untied.
 std::vector<ExpectedTensor> expected_text_tensors(const TextConfig& config, std::string_view prefix = kWrapperPrefix);
 
 struct CheckOptions {
