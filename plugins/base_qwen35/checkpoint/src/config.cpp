@@ -450,15 +450,83 @@ Expected<ModelConfig> parse_config_json(std::string_view text, std::string_view 
   }
 }
 
-Expected<ModelConfig> load_config(const std::filesystem::path& file) {
+namespace {
+
+Expected<std::string> read_text_file(const std::filesystem::path& file) {
   std::ifstream in(file, std::ios::binary);
   if (!in) {
     std::error_code ec;
     return sdk::error_at(file.string(), std::filesystem::exists(file, ec) ? ErrorCode::kIoError : ErrorCode::kNotFound,
                          "cannot open config");
   }
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return parse_config_json(text, file.string());
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+Expected<GenerationConfig> parse_generation_config_impl(std::string_view text, const std::string& file,
+                                                        std::int64_t vocab_size) {
+  json root;
+  try {
+    root = json::parse(text);
+  } catch (const json::parse_error& e) {
+    return sdk::error_at(line_col(file, text, e.byte), ErrorCode::kParseError, "invalid JSON");
+  } catch (const json::exception& e) {
+    return sdk::error_at(file, ErrorCode::kParseError, "invalid JSON: a number is out of range");
+  }
+  if (!root.is_object()) return sdk::error_at(file, ErrorCode::kParseError, "expected a JSON object");
+  GenerationConfig g;
+  FieldReader r(root, "", file);
+  r.get_int_list("eos_token_id", g.eos_token_ids);
+  // null means "unset" in transformers: the global default stays.
+  if (const json* v = r.find("do_sample"); v && !v->is_null()) r.get_bool("do_sample", g.do_sample);
+  if (const json* v = r.find("temperature"); v && !v->is_null()) r.get_double("temperature", g.temperature);
+  if (const json* v = r.find("top_k"); v && !v->is_null()) r.get_int("top_k", g.top_k);
+  if (const json* v = r.find("top_p"); v && !v->is_null()) r.get_double("top_p", g.top_p);
+  QGPU_RETURN_IF_ERROR(r.status());
+  const json* eos = r.find("eos_token_id");
+  for (std::size_t i = 0; i < g.eos_token_ids.size(); ++i) {
+    const auto id = g.eos_token_ids[i];
+    if (id < 0 || id >= vocab_size) {
+      const std::string field = eos->is_array() ? "eos_token_id[" + std::to_string(i) + "]" : "eos_token_id";
+      return sdk::error_at(
+          file, ErrorCode::kInvalidArgument,
+          field + ": " + std::to_string(id) + " is outside the vocabulary [0, " + std::to_string(vocab_size) + ")");
+    }
+  }
+  if (!(g.temperature >= 0) || !std::isfinite(g.temperature)) {
+    return sdk::error_at(file, ErrorCode::kInvalidArgument,
+                         "temperature: must be a finite number >= 0, got " + std::to_string(g.temperature));
+  }
+  if (g.top_k < 0) {
+    return sdk::error_at(file, ErrorCode::kInvalidArgument, "top_k: must be >= 0, got " + std::to_string(g.top_k));
+  }
+  if (!(g.top_p > 0 && g.top_p <= 1)) {
+    return sdk::error_at(file, ErrorCode::kInvalidArgument, "top_p: must be in (0, 1], got " + std::to_string(g.top_p));
+  }
+  return g;
+}
+
+}  // namespace
+
+Expected<ModelConfig> load_config(const std::filesystem::path& file) {
+  auto text = read_text_file(file);
+  if (!text) return text.error();
+  return parse_config_json(*text, file.string());
+}
+
+Expected<GenerationConfig> parse_generation_config_json(std::string_view text, std::string_view file_name,
+                                                        std::int64_t vocab_size) {
+  const std::string file(file_name);
+  try {
+    return parse_generation_config_impl(text, file, vocab_size);
+  } catch (const std::exception& e) {  // a bug; never let it cross the plugin boundary
+    return sdk::error_at(file, ErrorCode::kInternal, std::string("unexpected error while parsing: ") + e.what());
+  }
+}
+
+Expected<GenerationConfig> load_generation_config(const std::filesystem::path& file, std::int64_t vocab_size) {
+  auto text = read_text_file(file);
+  if (!text) return text.error();
+  return parse_generation_config_json(*text, file.string(), vocab_size);
 }
 
 std::string wrapper_config_json(const TextConfig& c) {

@@ -337,5 +337,59 @@ TEST(Config, LoadMissingFile) {
   EXPECT_EQ(c.error().to_string(), (dir / "config.json").string() + ": error: cannot open config");
 }
 
+// generation_config.json as transformers writes it for Qwen3.5 (eos list, Qwen's sampling defaults).
+TEST(GenerationConfig, PublishedShape) {
+  auto g = parse_generation_config_json(R"({
+  "bos_token_id": 248044,
+  "do_sample": true,
+  "eos_token_id": [248046, 248044],
+  "pad_token_id": 248044,
+  "temperature": 0.6,
+  "top_k": 20,
+  "top_p": 0.95,
+  "transformers_version": "4.57.0.dev0"
+})",
+                                        "generation_config.json", 248320);
+  ASSERT_TRUE(g) << g.error().to_string();
+  EXPECT_EQ(g->eos_token_ids, (std::vector<std::int64_t>{248046, 248044}));
+  EXPECT_TRUE(g->do_sample);
+  EXPECT_EQ(g->temperature, 0.6);
+  EXPECT_EQ(g->top_k, 20);
+  EXPECT_EQ(g->top_p, 0.95);
+}
+
+TEST(GenerationConfig, AbsentAndNullFieldsKeepTransformersDefaults) {
+  auto g = parse_generation_config_json(R"({"eos_token_id": 7, "temperature": null, "_from_model_config": true})",
+                                        "generation_config.json", 10);
+  ASSERT_TRUE(g) << g.error().to_string();
+  EXPECT_EQ(g->eos_token_ids, (std::vector<std::int64_t>{7}));
+  EXPECT_FALSE(g->do_sample);
+  EXPECT_EQ(g->temperature, 1.0);
+  EXPECT_EQ(g->top_k, 50);
+  EXPECT_EQ(g->top_p, 1.0);
+  auto empty = parse_generation_config_json("{}", "generation_config.json", 10);
+  ASSERT_TRUE(empty);
+  EXPECT_TRUE(empty->eos_token_ids.empty());  // no fallback to config.json once the file exists
+}
+
+TEST(GenerationConfig, OneExactErrorPerBadField) {
+  auto error = [](const std::string& text) {
+    auto g = parse_generation_config_json(text, "g.json", 10);
+    return g ? std::string("no error") : g.error().to_string();
+  };
+  EXPECT_EQ(error(R"({"eos_token_id": [1, "x"]})"), "g.json: error: eos_token_id[1]: expected an integer, got \"x\"");
+  EXPECT_EQ(error(R"({"eos_token_id": [1, 10]})"),
+            "g.json: error: eos_token_id[1]: 10 is outside the vocabulary [0, 10)");
+  EXPECT_EQ(error(R"({"eos_token_id": -1})"), "g.json: error: eos_token_id: -1 is outside the vocabulary [0, 10)");
+  EXPECT_EQ(error(R"({"do_sample": "yes"})"), "g.json: error: do_sample: expected true or false, got \"yes\"");
+  EXPECT_EQ(error(R"({"temperature": -0.5})"),
+            "g.json: error: temperature: must be a finite number >= 0, got -0.500000");
+  EXPECT_EQ(error(R"({"top_k": 1.5})"), "g.json: error: top_k: expected an integer, got 1.5");
+  EXPECT_EQ(error(R"({"top_k": -1})"), "g.json: error: top_k: must be >= 0, got -1");
+  EXPECT_EQ(error(R"({"top_p": 0})"), "g.json: error: top_p: must be in (0, 1], got 0.000000");
+  EXPECT_EQ(error("{\n  \"top_p\": ,\n}"), "g.json:2:12: error: invalid JSON");
+  EXPECT_EQ(error("[]"), "g.json: error: expected a JSON object");
+}
+
 }  // namespace
 }  // namespace qgpu::qwen35

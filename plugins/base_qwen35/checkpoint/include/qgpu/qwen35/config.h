@@ -82,6 +82,24 @@ sdk::Status validate_text_config(const TextConfig& config, std::string_view pref
 sdk::Expected<ModelConfig> parse_config_json(std::string_view text, std::string_view file_name);
 sdk::Expected<ModelConfig> load_config(const std::filesystem::path& file);
 
+// generation_config.json as transformers saves it: the fields text generation uses. Fields absent
+// or null keep transformers' global defaults (greedy; temperature 1, top_k 50, top_p 1 when
+// sampling). When the file exists its eos_token_id alone decides (absent: no id ends a generation);
+// transformers falls back to config.json's only when there is no file.
+struct GenerationConfig {
+  std::vector<std::int64_t> eos_token_ids;  // eos_token_id: an integer or a list
+  bool do_sample = false;
+  double temperature = 1.0;  // >= 0
+  std::int64_t top_k = 50;   // >= 0; 0: no limit
+  double top_p = 1.0;        // in (0, 1]
+};
+
+// Parses generation_config.json text; token ids must lie in [0, vocab_size). Errors name the file and
+// the field ("<file>: error: eos_token_id[1]: expected an integer, got \"x\"").
+sdk::Expected<GenerationConfig> parse_generation_config_json(std::string_view text, std::string_view file_name,
+                                                             std::int64_t vocab_size);
+sdk::Expected<GenerationConfig> load_generation_config(const std::filesystem::path& file, std::int64_t vocab_size);
+
 // A config.json in the published wrapper shape (architectures, model_type
 // qwen3_5, vision token ids, text_config, vision_config) for `text`.
 std::string wrapper_config_json(const TextConfig& text);
