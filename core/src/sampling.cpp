@@ -18,6 +18,20 @@ sdk::Status validate(const SamplingOptions& o) {
   return sdk::Status::ok();
 }
 
+SamplingOptions resolve_sampling(const sdk::GenerationDefaults& d, const SamplingFlags& flags) {
+  SamplingOptions out;  // greedy
+  if (d.do_sample) {
+    out.temperature = d.temperature;
+    out.top_k = d.top_k;
+    out.top_p = d.top_p;
+  }
+  if (flags.temperature) out.temperature = *flags.temperature;
+  if (flags.top_k) out.top_k = *flags.top_k;
+  if (flags.top_p) out.top_p = *flags.top_p;
+  out.seed = flags.seed;
+  return out;
+}
+
 Sampler::Sampler(const SamplingOptions& options) : options_(options), state_(options.seed) {}
 
 double Sampler::uniform() {

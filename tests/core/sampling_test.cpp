@@ -1,11 +1,12 @@
 // Next-token choice and streaming text helpers.
+#include "qgpu/core/sampling.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <map>
 #include <vector>
 
-#include "qgpu/core/sampling.h"
 #include "qgpu/core/text.h"
 
 namespace qgpu::core {
@@ -56,6 +57,30 @@ TEST(Sampling, RejectsBadOptionsAndNaN) {
   EXPECT_FALSE(s.next(logits, 0));
 }
 
+TEST(Sampling, CheckpointDefaultsUnderTheFlags) {
+  sdk::GenerationDefaults greedy;  // do_sample false: its sampling fields are unused
+  greedy.temperature = 0.7;
+  const SamplingOptions plain = resolve_sampling(greedy, {});
+  EXPECT_EQ(plain.temperature, 0.0);
+  EXPECT_EQ(plain.top_k, 0);
+  EXPECT_EQ(plain.top_p, 1.0);
+  sdk::GenerationDefaults qwen;
+  qwen.do_sample = true;
+  qwen.temperature = 0.6;
+  qwen.top_k = 20;
+  qwen.top_p = 0.95;
+  const SamplingOptions defaults = resolve_sampling(qwen, {.seed = 9});
+  EXPECT_EQ(defaults.temperature, 0.6);
+  EXPECT_EQ(defaults.top_k, 20);
+  EXPECT_EQ(defaults.top_p, 0.95);
+  EXPECT_EQ(defaults.seed, 9u);
+  const SamplingOptions flags = resolve_sampling(qwen, {.temperature = 0.0, .top_k = 5});
+  EXPECT_EQ(flags.temperature, 0.0);  // --temperature 0: greedy over a sampling default
+  EXPECT_EQ(flags.top_k, 5);
+  EXPECT_EQ(flags.top_p, 0.95);
+  EXPECT_EQ(resolve_sampling(greedy, {.temperature = 0.8}).temperature, 0.8);
+}
+
 TEST(Utf8, CompletePrefixHoldsBackACutCharacter) {
   const std::string euro = "\xE2\x82\xAC";  // U+20AC, 3 bytes
   EXPECT_EQ(complete_utf8_prefix("ab" + euro), 5u);
@@ -69,9 +94,9 @@ TEST(Utf8, InvalidSubpartsBecomeReplacementCharacters) {
   const std::string fffd = "\xEF\xBF\xBD";
   EXPECT_EQ(valid_utf8("plain \xE2\x82\xAC"), "plain \xE2\x82\xAC");
   EXPECT_EQ(valid_utf8("a\x80z"), "a" + fffd + "z");
-  EXPECT_EQ(valid_utf8("\xE2\x82z"), fffd + "z");               // truncated sequence: one replacement
-  EXPECT_EQ(valid_utf8("\xC0\xAF"), fffd + fffd);               // overlong lead is invalid on its own
-  EXPECT_EQ(valid_utf8("\xED\xA0\x80"), fffd + fffd + fffd);    // surrogate
+  EXPECT_EQ(valid_utf8("\xE2\x82z"), fffd + "z");                        // truncated sequence: one replacement
+  EXPECT_EQ(valid_utf8("\xC0\xAF"), fffd + fffd);                        // overlong lead is invalid on its own
+  EXPECT_EQ(valid_utf8("\xED\xA0\x80"), fffd + fffd + fffd);             // surrogate
   EXPECT_EQ(valid_utf8("\xF4\x90\x80\x80"), fffd + fffd + fffd + fffd);  // above U+10FFFF
 }
 

@@ -35,8 +35,10 @@ def main():
             f.write(f"version: 1\nbase:\n  plugin: base_qwen35\n  checkpoint: {ckpt}\n"
                     f"backend:\n  plugin: backend_torch\n  dtype: {dtype}\n  threads: 1\n")
         for case in (c for c in golden["cases"] if c["dtype"] == dtype):
+            # --no-stop: the goldens were generated without eos (transformers' eos_token_id=None).
             run = subprocess.run([host, "--config", config, "generate", "--prompt", case["prompt"], "--max-tokens",
-                                  str(golden["new_tokens"]), "--json", "--logits"], capture_output=True, text=True)
+                                  str(golden["new_tokens"]), "--json", "--logits", "--no-stop"],
+                                 capture_output=True, text=True)
             if run.returncode != 0:
                 print(f"FAIL {case['prompt']!r}: exit {run.returncode}: {run.stderr.strip()}")
                 failures += 1

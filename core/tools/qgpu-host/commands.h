@@ -49,10 +49,11 @@ struct GenerateOptions {
   std::string prompt;  // generate
   std::string system;  // chat: an optional system message
   std::int64_t max_tokens = 64;
-  core::SamplingOptions sampling;
-  bool echo = false;    // print the prompt before the continuation
-  bool stats = false;   // tokens and tokens/s on stderr
-  bool json = false;    // generate: one JSON object (prompt_ids, ids, text, stopped) instead of streamed text
+  core::SamplingFlags sampling;  // over the checkpoint's defaults (generation_config.json)
+  bool no_stop = false;          // generate: ignore the eos ids (until --max-tokens), for parity runs
+  bool echo = false;             // print the prompt before the continuation
+  bool stats = false;            // tokens and tokens/s on stderr
+  bool json = false;    // generate: one JSON object (prompt_ids, ids, text, stopped, ...) instead of streamed text
   bool logits = false;  // with --json: every step's logits too
 };
 int run_generate(const core::Host& host, const GenerateOptions& options);

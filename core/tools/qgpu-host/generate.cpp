@@ -1,11 +1,12 @@
 // qgpu-host generate / chat: text generation with the base model on the
 // configured backend (the machine's layers are not involved).
-#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "commands.h"
@@ -22,6 +23,7 @@ struct LoadedModel {
   std::shared_ptr<sdk::BaseModel> model;
   sdk::ModelInfo info;
   std::string name;
+  bool warned_textless = false;  // an id without text was generated (warned once per run)
 
   ~LoadedModel() { model.reset(); }
 };
@@ -44,24 +46,30 @@ sdk::Expected<std::unique_ptr<LoadedModel>> load_model(const core::Host& host) {
 struct Generated {
   std::vector<std::int64_t> ids;
   std::vector<std::vector<float>> logits;  // per step, when asked for
-  bool stopped = false;  // ended on a stop token (not on the token limit)
-  std::string text;      // the generated text, invalid UTF-8 replaced
+  bool stopped = false;                    // ended on a stop token (not on the token limit)
+  std::string text;                        // the generated text, invalid UTF-8 replaced
   double seconds = 0;
 };
 
-// Feeds `prompt`, then samples up to `max_tokens`, streaming text to stdout.
+// Feeds `prompt`, then chooses up to `max_tokens` over all logit rows (as transformers), streaming
+// text to stdout; a chosen id among `stops` ends the generation and is not part of it.
 sdk::Expected<Generated> generate(LoadedModel& m, const std::vector<std::int64_t>& prompt,
-                                  const GenerateOptions& options, core::Sampler& sampler) {
+                                  const std::vector<std::int64_t>& stops, const GenerateOptions& options,
+                                  core::Sampler& sampler) {
   Generated out;
-  const auto stops = m.model->stop_ids();
   const auto start = std::chrono::steady_clock::now();
   std::size_t printed = 0;
   std::vector<std::int64_t> feed = prompt;
   for (std::int64_t step = 0; step < options.max_tokens; ++step) {
     auto logits = core::guarded_call(m.name, "forward()", [&] { return m.model->forward(feed); });
     if (!logits) return logits.error();
-    auto id = sampler.next(*logits, m.info.tokenizer_size);
+    auto id = sampler.next(*logits, static_cast<std::int64_t>(logits->size()));
     if (!id) return id.error();
+    if (*id >= m.info.tokenizer_size && !m.warned_textless) {
+      m.warned_textless = true;
+      spdlog::warn("generated token id {}, which the tokenizer lacks ({} ids for {} logit rows): such ids add no text",
+                   *id, m.info.tokenizer_size, logits->size());
+    }
     if (options.logits) out.logits.push_back(*logits);
     if (std::find(stops.begin(), stops.end(), *id) != stops.end()) {
       out.stopped = true;
@@ -101,15 +109,20 @@ void print_stats(const GenerateOptions& options, std::size_t prompt_tokens, cons
 }  // namespace
 
 int run_generate(const core::Host& host, const GenerateOptions& options) {
-  if (auto s = core::validate(options.sampling); !s) return report(s);
+  if (auto s = core::validate(core::resolve_sampling({}, options.sampling)); !s) return report(s);
   auto m = load_model(host);
   if (!m) return report(m.error());
+  const sdk::ModelInfo& info = (*m)->info;
+  const core::SamplingOptions sampling = core::resolve_sampling(info.generation, options.sampling);
+  if (auto s = core::validate(sampling); !s) return report(s);
+  // Plain text generation stops where transformers' generate() would: on the checkpoint's eos ids.
+  const std::vector<std::int64_t> stops = options.no_stop ? std::vector<std::int64_t>{} : info.generation.eos_token_ids;
   auto prompt = core::guarded_call((*m)->name, "encode()", [&] { return (*m)->model->encode(options.prompt); });
   if (!prompt) return report(prompt.error());
   if (prompt->empty()) return report(sdk::invalid_argument("the prompt encodes to no tokens"));
-  core::Sampler sampler(options.sampling);
+  core::Sampler sampler(sampling);
   if (options.echo && !options.json) std::fwrite(options.prompt.data(), 1, options.prompt.size(), stdout);
-  auto g = generate(**m, *prompt, options, sampler);
+  auto g = generate(**m, *prompt, stops, options, sampler);
   if (!g) return report(g.error());
   if (options.json) {
     nlohmann::ordered_json out;
@@ -117,6 +130,14 @@ int run_generate(const core::Host& host, const GenerateOptions& options) {
     out["ids"] = g->ids;
     out["text"] = g->text;
     out["stopped"] = g->stopped;
+    out["stop_ids"] = stops;
+    out["sampling"] = {{"temperature", sampling.temperature},
+                       {"top_k", sampling.top_k},
+                       {"top_p", sampling.top_p},
+                       {"seed", sampling.seed},
+                       {"defaults_from", info.generation.source}};
+    out["model"] = {
+        {"vocab_size", info.vocab_size}, {"tokenizer_size", info.tokenizer_size}, {"parameters", info.parameters}};
     if (options.logits) out["logits"] = g->logits;
     std::printf("%s\n", out.dump().c_str());
   } else {
@@ -127,14 +148,18 @@ int run_generate(const core::Host& host, const GenerateOptions& options) {
 }
 
 int run_chat(const core::Host& host, const GenerateOptions& options) {
-  if (auto s = core::validate(options.sampling); !s) return report(s);
+  if (auto s = core::validate(core::resolve_sampling({}, options.sampling)); !s) return report(s);
   auto m = load_model(host);
   if (!m) return report(m.error());
-  core::Sampler sampler(options.sampling);
+  const core::SamplingOptions sampling = core::resolve_sampling((*m)->info.generation, options.sampling);
+  if (auto s = core::validate(sampling); !s) return report(s);
+  core::Sampler sampler(sampling);
+  // A turn ends on the checkpoint's eos ids or the chat format's end of turn.
+  const std::vector<std::int64_t> stops = (*m)->model->stop_ids();
   std::vector<sdk::ChatTurn> turns;
   if (!options.system.empty()) turns.push_back({"system", options.system});
-  std::fprintf(stderr, "chat with %s (%s); /reset starts over, /exit or end of input quits\n",
-               (*m)->name.c_str(), (*m)->info.checkpoint.c_str());
+  std::fprintf(stderr, "chat with %s (%s); /reset starts over, /exit or end of input quits\n", (*m)->name.c_str(),
+               (*m)->info.checkpoint.c_str());
   std::string line;
   while (true) {
     std::fprintf(stderr, "> ");
@@ -150,7 +175,7 @@ int run_chat(const core::Host& host, const GenerateOptions& options) {
     (*m)->model->reset();
     auto prompt = core::guarded_call((*m)->name, "encode_chat()", [&] { return (*m)->model->encode_chat(turns); });
     if (!prompt) return report(prompt.error());
-    auto g = generate(**m, *prompt, options, sampler);
+    auto g = generate(**m, *prompt, stops, options, sampler);
     if (!g) return report(g.error());
     std::printf("\n");
     std::fflush(stdout);

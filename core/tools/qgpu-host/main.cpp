@@ -98,16 +98,26 @@ int main_impl(int argc, char** argv) {
   auto add_sampling = [&](CLI::App* cmd) {
     cmd->add_option("--max-tokens", gen_options.max_tokens, "tokens to generate at most (default 64)")
         ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20));
-    cmd->add_option("--temperature", gen_options.sampling.temperature, "0 (default) picks the most likely token");
-    cmd->add_option("--top-k", gen_options.sampling.top_k, "sample among the k most likely tokens (0: all)");
-    cmd->add_option("--top-p", gen_options.sampling.top_p, "sample within this probability mass (1: all)");
+    // Unset flags keep the checkpoint's defaults (generation_config.json; greedy without one).
+    cmd->add_option_function<double>(
+        "--temperature", [&](const double& v) { gen_options.sampling.temperature = v; },
+        "0 picks the most likely token (default: the checkpoint's generation_config.json, else 0)");
+    cmd->add_option_function<std::int64_t>(
+        "--top-k", [&](const std::int64_t& v) { gen_options.sampling.top_k = v; },
+        "sample among the k most likely tokens (0: all; default: the checkpoint's)");
+    cmd->add_option_function<double>(
+        "--top-p", [&](const double& v) { gen_options.sampling.top_p = v; },
+        "sample within this probability mass (1: all; default: the checkpoint's)");
     cmd->add_option("--seed", gen_options.sampling.seed, "random seed for sampling");
     cmd->add_flag("--stats", gen_options.stats, "print token counts and tokens/s on stderr");
   };
   CLI::App* gen = app.add_subcommand("generate", "continue a text prompt with the base model");
   gen->add_option("--prompt", gen_options.prompt, "the text to continue")->required();
   gen->add_flag("--echo", gen_options.echo, "print the prompt before its continuation");
-  gen->add_flag("--json", gen_options.json, "print one JSON object: prompt_ids, ids, text, stopped");
+  gen->add_flag("--json", gen_options.json,
+                "print one JSON object: prompt_ids, ids, text, stopped, stop_ids, sampling, model");
+  gen->add_flag("--no-stop", gen_options.no_stop,
+                "do not stop on the checkpoint's eos ids: generate --max-tokens tokens (parity runs)");
   gen->add_flag("--logits", gen_options.logits, "with --json: include every step's logits (for comparisons)")
       ->needs("--json");
   add_sampling(gen);

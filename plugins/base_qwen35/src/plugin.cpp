@@ -35,6 +35,27 @@ fs::path synthetic_dir() {
       .lexically_normal();
 }
 
+// generation_config.json when present (its eos_token_id alone, as transformers), else config.json's eos.
+sdk::Expected<sdk::GenerationDefaults> generation_defaults(const fs::path& dir, const TextConfig& text) {
+  sdk::GenerationDefaults out;
+  const fs::path file = dir / "generation_config.json";
+  std::error_code ec;
+  if (!fs::exists(file, ec)) {
+    out.source = (dir / "config.json").string();
+    out.eos_token_ids = text.eos_token_ids;
+    return out;
+  }
+  auto g = load_generation_config(file, text.vocab_size);
+  if (!g) return g.error();
+  out.source = file.string();
+  out.eos_token_ids = g->eos_token_ids;
+  out.do_sample = g->do_sample;
+  out.temperature = g->temperature;
+  out.top_k = g->top_k;
+  out.top_p = g->top_p;
+  return out;
+}
+
 Qwen35Config stack_config(const TextConfig& t) {
   Qwen35Config c;
   c.hidden_size = t.hidden_size;
@@ -73,7 +94,9 @@ class Qwen35Base final : public sdk::BaseModel {
          checkpoint_option_ == "synthetic" ? "synthetic (" + synthetic_dir().string() + ")" : checkpoint_option_},
     };
     d.capabilities = {
-        {"load", true, "config.json (wrapper or text), safetensors (sharded or single), tokenizer.json"},
+        {"load", true,
+         "config.json (wrapper or text), safetensors (sharded or single; tied or untied head), tokenizer.json, "
+         "generation_config.json"},
         {"tokenizer", true, "byte-level BPE, NFC, Qwen3.5 pre-tokenizer, ChatML"},
         {"forward", true, "through the configured tensor backend"},
         {"forward in pieces", true, "embed, run_layers, final_norm, lm_head (for the merged machine model)"},
@@ -126,6 +149,8 @@ class Qwen35Base final : public sdk::BaseModel {
         return sdk::internal_error("tensor '" + e.name + "' is listed twice");
       }
     }
+    auto generation = generation_defaults(dir, text);
+    if (!generation) return generation.error();
     auto lookup = [&weights](const std::string& name) -> const sdk::Tensor* {
       auto it = weights.find(name);
       return it == weights.end() ? nullptr : it->second.get();
@@ -137,7 +162,7 @@ class Qwen35Base final : public sdk::BaseModel {
     weights_ = std::move(weights);
     stack_.emplace(std::move(*stack));
     tokenizer_.emplace(std::move(*tokenizer));
-    eos_ = text.eos_token_ids;
+    eos_ = generation->eos_token_ids;
     vocab_rows_ = text.vocab_size;
     hidden_size_ = text.hidden_size;
 
@@ -157,6 +182,7 @@ class Qwen35Base final : public sdk::BaseModel {
     info.shapes.linear_conv_kernel = text.linear_conv_kernel_dim;
     info.shapes.rms_norm_eps = text.rms_norm_eps;
     info.parameters = parameters;
+    info.generation = std::move(*generation);
     logger_.debug("loaded " + dir.string() + ": " + std::to_string(parameters) + " parameters");
     return info;
   }
@@ -170,13 +196,12 @@ class Qwen35Base final : public sdk::BaseModel {
 
   sdk::Expected<std::string> decode(std::span<const std::int64_t> ids) override {
     if (!tokenizer_) return sdk::invalid_argument("decode before load");
+    QGPU_RETURN_IF_ERROR(check_ids(ids));
+    // Rows past the tokenizer's ids (padding of the embedding) have no text: they decode to nothing,
+    // as in `tokenizers`. The model may still generate them (the host chooses over all logit rows).
     std::vector<TokenId> narrow;
     for (std::int64_t id : ids) {
-      if (id < 0 || id >= tokenizer_->vocab_size()) {
-        return sdk::invalid_argument("token id " + std::to_string(id) + " is outside the tokenizer's " +
-                                     std::to_string(tokenizer_->vocab_size()) + " ids");
-      }
-      narrow.push_back(static_cast<TokenId>(id));
+      if (id < tokenizer_->vocab_size()) narrow.push_back(static_cast<TokenId>(id));
     }
     return tokenizer_->decode(narrow, InvalidUtf8::kKeep);
   }

@@ -3,9 +3,11 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 
+#include "qgpu/sdk/base_model.h"
 #include "qgpu/sdk/status.h"
 
 namespace qgpu::core {
@@ -20,10 +22,23 @@ struct SamplingOptions {
 // Checks ranges: temperature >= 0 and finite, top_k >= 0, 0 < top_p <= 1.
 sdk::Status validate(const SamplingOptions& options);
 
+// Sampling as asked on the command line; a field left empty takes the checkpoint's default.
+struct SamplingFlags {
+  std::optional<double> temperature;
+  std::optional<std::int64_t> top_k;
+  std::optional<double> top_p;
+  std::uint64_t seed = 0;
+};
+
+// The checkpoint's defaults (greedy unless do_sample; then its temperature, top_k and top_p, as
+// transformers) with every given flag on top. Sampling happens when the result's temperature is > 0.
+SamplingOptions resolve_sampling(const sdk::GenerationDefaults& defaults, const SamplingFlags& flags);
+
 class Sampler {
  public:
   explicit Sampler(const SamplingOptions& options);
-  // Picks an id among logits[0, allowed) (ids past `allowed` — padding rows — are never chosen).
+  // Picks an id among logits[0, allowed) (ids past `allowed` are never chosen; text generation
+  // passes every logit row, as transformers does).
   // NaN logits are an error.
   sdk::Expected<std::int64_t> next(std::span<const float> logits, std::int64_t allowed);
 

@@ -27,15 +27,27 @@ struct LayerShapes {
   bool operator==(const LayerShapes&) const = default;
 };
 
+// Text generation defaults a checkpoint ships (for Qwen3.5, transformers' generation_config.json,
+// else config.json's eos_token_id); the host's command-line flags override them.
+struct GenerationDefaults {
+  std::string source;                       // the file they were read from; empty: built-in defaults
+  std::vector<std::int64_t> eos_token_ids;  // a generated id among these ends a generation
+  bool do_sample = false;                   // false: greedy (the sampling fields below are unused)
+  double temperature = 1.0;
+  std::int64_t top_k = 50;  // 0: no limit
+  double top_p = 1.0;
+};
+
 struct ModelInfo {
   std::string checkpoint;  // the directory it was loaded from
   std::int64_t num_layers = 0;
-  std::int64_t vocab_size = 0;      // embedding rows
-  std::int64_t tokenizer_size = 0;  // ids the tokenizer can produce
+  std::int64_t vocab_size = 0;      // embedding rows = logits per position; any of them may be generated
+  std::int64_t tokenizer_size = 0;  // ids the tokenizer has text for (the rest are padding rows)
   bool tied_embeddings = true;
   std::vector<std::string> layer_types;  // e.g. "linear_attention", "full_attention"
   LayerShapes shapes;
-  std::int64_t parameters = 0;  // number of text-model weights
+  std::int64_t parameters = 0;  // number of text-model weights (a tied head counted once)
+  GenerationDefaults generation;
 };
 
 struct ChatTurn {
@@ -55,11 +67,13 @@ class QGPU_SDK_API BaseModel : public Plugin {
 
   // --- Tokenizer (after load).
   virtual Expected<std::vector<std::int64_t>> encode(std::string_view text) = 0;
-  // Bytes of the ids' text; a character cut at the end stays as raw bytes.
+  // Bytes of the ids' text; a character cut at the end stays as raw bytes. Ids the tokenizer lacks
+  // (rows in [tokenizer_size, vocab_size)) decode to nothing; ids outside the embedding are an error.
   virtual Expected<std::string> decode(std::span<const std::int64_t> ids) = 0;
   // The model's chat format for a conversation, ending with the assistant's turn opening.
   virtual Expected<std::vector<std::int64_t>> encode_chat(std::span<const ChatTurn> turns) = 0;
-  // Ids that end a generation (end of text, end of turn).
+  // Ids that end a chat turn: ModelInfo::generation.eos_token_ids plus the chat format's own end of
+  // turn and end of text. (Plain text generation stops on generation.eos_token_ids alone.)
   virtual std::vector<std::int64_t> stop_ids() const = 0;
 
   // --- Forward pass (after load). Runs `ids` after the tokens already seen and
