@@ -8,7 +8,7 @@ writes it with `save_pretrained`. The cases cover what published checkpoints var
 
   wrapper_vision  Qwen3_5ForConditionalGeneration with a tiny vision tower (model.visual.*, ignored by
                   the text model) and mtp.* tensors added afterwards (ignored by transformers on load);
-                  untied lm_head.weight; bf16; 3 shards + model.safetensors.index.json (max_shard_size);
+                  untied lm_head.weight; bf16; 5 shards + model.safetensors.index.json (max_shard_size);
                   layer_types (L, F, L, L, F), off the (L, L, L, F) interval; 4 value heads over 2 key
                   heads, value head dim 24 != key head dim 16; a generation_config.json with its own eos
                   list (different from config.json's eos) and sampling defaults (do_sample, temperature,
