@@ -187,6 +187,26 @@ TEST(CheckTensors, CausalLmPrefix) {
   EXPECT_EQ(head->name(), "model.embed_tokens.weight");
 }
 
+// Qwen3_5ForCausalLM untied: model.* names and the head at the top level, outside the prefix.
+TEST(CheckTensors, CausalLmPrefixUntied) {
+  TempDir dir;
+  TextConfig untied = kSmall;
+  untied.tie_word_embeddings = false;
+  write_edited(dir.path(), untied, [](auto& t) {
+    for (auto& x : t)
+      if (x.name.starts_with(kP)) x.name = "model." + x.name.substr(kP.size());
+  });
+  auto c = Checkpoint::open(dir.path());
+  ASSERT_TRUE(c) << c.error().to_string();
+  EXPECT_EQ(c->prefix(), "model.");
+  auto head = c->lm_head();
+  ASSERT_TRUE(head);
+  EXPECT_EQ(head->name(), "lm_head.weight");
+  const auto expected = expected_text_tensors(untied, c->prefix());
+  EXPECT_EQ(expected.back().name, kLmHeadName);
+  for (std::size_t i = 0; i + 1 < expected.size(); ++i) EXPECT_TRUE(expected[i].name.starts_with("model."));
+}
+
 TEST(CheckTensors, UntiedNeedsLmHead) {
   TempDir dir;
   TextConfig untied = kSmall;
