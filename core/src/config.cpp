@@ -7,8 +7,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <map>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -105,8 +105,11 @@ class ConfigParser {
     }
     Config config;
     config.file = file_;
-    if (root.IsNull()) return error(SourceLocation{file_.string(), 0, 0}, ErrorCode::kInvalidArgument, "config is empty");
-    if (!root.IsMap()) return error(root.Mark(), ErrorCode::kInvalidArgument, "config must be a mapping, got " + a_kind(node_kind(root)));
+    if (root.IsNull())
+      return error(SourceLocation{file_.string(), 0, 0}, ErrorCode::kInvalidArgument, "config is empty");
+    if (!root.IsMap())
+      return error(root.Mark(), ErrorCode::kInvalidArgument,
+                   "config must be a mapping, got " + a_kind(node_kind(root)));
 
     bool saw_version = false;
     std::set<std::string> seen;
@@ -115,7 +118,8 @@ class ConfigParser {
       const YAML::Node& value = it->second;
       if (!key_node.IsScalar()) return error(key_node.Mark(), ErrorCode::kInvalidArgument, "keys must be plain names");
       const std::string key = key_node.Scalar();
-      if (!seen.insert(key).second) return error(key_node.Mark(), ErrorCode::kInvalidArgument, "duplicate key '" + key + "'");
+      if (!seen.insert(key).second)
+        return error(key_node.Mark(), ErrorCode::kInvalidArgument, "duplicate key '" + key + "'");
 
       if (key == "version") {
         auto v = scalar_int(value, "version");
@@ -198,7 +202,8 @@ class ConfigParser {
     return error(key_node.Mark(), ErrorCode::kInvalidArgument, message);
   }
 
-  Expected<std::string> scalar_text(const YAML::Node& node, const std::string& what, const std::string& expected) const {
+  Expected<std::string> scalar_text(const YAML::Node& node, const std::string& what,
+                                    const std::string& expected) const {
     if (!node.IsScalar()) {
       return error(node.Mark(), ErrorCode::kInvalidArgument,
                    what + ": expected " + expected + ", got " + a_kind(node_kind(node)));
@@ -298,9 +303,8 @@ Expected<std::string> check_value(const QgpuOptionSpec& spec, const std::string&
   };
   const auto type = static_cast<QgpuOptionType>(spec.type);
   if (kind != "scalar") {
-    return fail(ErrorCode::kInvalidArgument,
-                "expected " + std::string(type == QGPU_OPTION_INT ? "an " : "a ") +
-                    std::string(option_type_name(type)) + ", got " + a_kind(kind));
+    return fail(ErrorCode::kInvalidArgument, "expected " + std::string(type == QGPU_OPTION_INT ? "an " : "a ") +
+                                                 std::string(option_type_name(type)) + ", got " + a_kind(kind));
   }
   switch (type) {
     case QGPU_OPTION_STRING: return text;

@@ -41,8 +41,8 @@ Expected<std::unique_ptr<Host>> Host::open(const HostOptions& options) {
       std::string_view entry = rest.substr(0, colon);
       if (!entry.empty()) {
         fs::path dir(entry);
-        host->search_path_.push_back({fs::absolute(dir, ec).lexically_normal(), "QGPU_PLUGIN_PATH",
-                                      fs::is_directory(dir, ec)});
+        host->search_path_.push_back(
+            {fs::absolute(dir, ec).lexically_normal(), "QGPU_PLUGIN_PATH", fs::is_directory(dir, ec)});
       }
       if (colon == std::string_view::npos) break;
       rest.remove_prefix(colon + 1);

@@ -87,8 +87,8 @@ Expected<ArgValue> parse_arg_value(std::string_view text) {
       return sdk::invalid_argument("zeros(N) needs a non-negative integer N, got '" + std::string(n_text) + "'");
     }
     if (n > kMaxArrayWords) {
-      return sdk::invalid_argument("zeros(" + std::to_string(n) + ") is larger than " +
-                                   std::to_string(kMaxArrayWords) + " words");
+      return sdk::invalid_argument("zeros(" + std::to_string(n) + ") is larger than " + std::to_string(kMaxArrayWords) +
+                                   " words");
     }
     value.is_array = true;
     value.array.assign(n, 0);

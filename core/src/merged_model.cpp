@@ -76,29 +76,54 @@ sdk::Status check_table(const weights::SparseMatrix& m, const char* what, std::i
   return sdk::Status::ok();
 }
 
-// The transposition (a b) of channel indices.
-struct Swap {
-  std::int64_t a = 0, b = 0;
-  std::int64_t operator()(std::int64_t c) const { return c == a ? b : c == b ? a : c; }
-};
-
-// Columns permuted by `swap`, column `flip` (after the swap) times `sign`.
-weights::SparseMatrix permute_columns(const weights::SparseMatrix& m, Swap swap, std::int64_t flip, int sign) {
-  weights::SparseBuilder out(m.rows, m.cols);
-  for (std::int64_t r = 0; r < m.rows; ++r)
+// The circuit's mute column spread over the mute direction: an entry v on `mute`
+// (v = the compiled gain, or a multiple of it where the conv-window mute added to it)
+// becomes v / compiled · G·d_i on free channel free[i] (circuit order; bf16-exact, as
+// G is a power of two and d bf16-exact).
+weights::SparseMatrix spread_mute(const weights::SparseMatrix& m, int mute, double compiled,
+                                  const std::vector<std::pair<int, double>>& direction) {
+  weights::SparseMatrix out;
+  out.rows = m.rows;
+  out.cols = m.cols;
+  out.row_ptr.assign(1, 0);
+  std::vector<std::pair<std::int32_t, double>> row;
+  for (std::int64_t r = 0; r < m.rows; ++r) {
+    row.clear();
     for (std::int64_t k = m.row_ptr[r]; k < m.row_ptr[r + 1]; ++k) {
-      const std::int64_t c = swap(m.col[static_cast<std::size_t>(k)]);
-      out.add(r, c, m.val[static_cast<std::size_t>(k)] * (c == flip ? sign : 1));
+      const std::int32_t c = m.col[static_cast<std::size_t>(k)];
+      const double v = m.val[static_cast<std::size_t>(k)];
+      if (c != mute) {
+        row.emplace_back(c, v);
+        continue;
+      }
+      for (const auto& [channel, weight] : direction) row.emplace_back(channel, v / compiled * weight);
     }
-  return out.build();
+    std::sort(row.begin(), row.end());  // the direction's channels are free: no column repeats
+    for (const auto& [c, v] : row) {
+      out.col.push_back(c);
+      out.val.push_back(v);
+    }
+    out.row_ptr.push_back(static_cast<std::int64_t>(out.val.size()));
+  }
+  return out;
 }
 
-weights::SparseMatrix permute_rows(const weights::SparseMatrix& m, Swap swap) {
-  weights::SparseBuilder out(m.rows, m.cols);
-  for (std::int64_t r = 0; r < m.rows; ++r)
-    for (std::int64_t k = m.row_ptr[r]; k < m.row_ptr[r + 1]; ++k)
-      out.add(swap(r), m.col[static_cast<std::size_t>(k)], m.val[static_cast<std::size_t>(k)]);
-  return out.build();
+// The largest Σ|w| off the mute channel over the rows that carry the mute gain: how far
+// the circuit's own terms can move a muted switch per unit of normalized residual.
+double muted_row_weight(const weights::SparseMatrix& m, int mute) {
+  double most = 0;
+  for (std::int64_t r = 0; r < m.rows; ++r) {
+    double sum = 0;
+    bool muted = false;
+    for (std::int64_t k = m.row_ptr[r]; k < m.row_ptr[r + 1]; ++k) {
+      if (m.col[static_cast<std::size_t>(k)] == mute)
+        muted = true;
+      else
+        sum += std::abs(m.val[static_cast<std::size_t>(k)]);
+    }
+    if (muted) most = std::max(most, sum);
+  }
+  return most;
 }
 
 // Value channels of `qkv` that read an earlier token through the conv1d get
@@ -112,6 +137,10 @@ weights::SparseMatrix mute_window_channels(const weights::SparseMatrix& qkv, con
     for (std::int64_t j = qkv.row_ptr[r]; j < qkv.row_ptr[r + 1]; ++j)
       out.add(r, qkv.col[static_cast<std::size_t>(j)], qkv.val[static_cast<std::size_t>(j)]);
     if (r < 2 * kq || qkv.row_ptr[r] == qkv.row_ptr[r + 1]) continue;
+    bool muted = false;  // the compiler mutes some value rows itself (a port that does not read)
+    for (std::int64_t j = qkv.row_ptr[r]; j < qkv.row_ptr[r + 1]; ++j)
+      muted = muted || qkv.col[static_cast<std::size_t>(j)] == mute;
+    if (muted) continue;
     bool earlier = false;
     for (std::int64_t t = 0; t + 1 < k; ++t) earlier = earlier || conv[static_cast<std::size_t>(r * k + t)] != 0;
     if (!earlier) continue;
@@ -123,6 +152,62 @@ weights::SparseMatrix mute_window_channels(const weights::SparseMatrix& qkv, con
 
 weights::DType weights_dtype(sdk::DType dtype) {
   return dtype == sdk::DType::kBF16 ? weights::DType::kBF16 : weights::DType::kF32;
+}
+
+// The base's channels as the choice sees them: the final norm's 1 + w (the final norm
+// of a row of ones, whose mean square is 1, undone by the eps factor), and the largest
+// |Δ| the base's layers add to probe rows: text rows spread over the vocabulary and
+// circuit-like rows (±8 on every channel, mean square 64 as circuit residuals have)
+// in one sequence from a fresh state. The base is reset afterwards.
+sdk::Expected<BaseProfile> profile_base(sdk::BaseModel& base, sdk::TensorBackend& backend, const sdk::ModelInfo& info,
+                                        std::int64_t text_rows) {
+  const std::int64_t H = info.shapes.hidden_size;
+  BaseProfile p;
+  std::vector<float> ones(static_cast<std::size_t>(H), 1.0f);
+  const std::int64_t one_shape[2] = {1, H};
+  sdk::Handle<sdk::Tensor> t, y;
+  QGPU_MERGE_ASSIGN(t, backend.upload(view_of(ones.data(), sdk::DType::kF32, one_shape)));
+  QGPU_MERGE_ASSIGN(y, base.final_norm(*t));
+  std::vector<float> scale(static_cast<std::size_t>(H));
+  QGPU_RETURN_IF_ERROR(backend.download(*y, view_of(scale.data(), sdk::DType::kF32, one_shape)));
+  const double undo = std::sqrt(1 + info.shapes.rms_norm_eps);
+  for (float v : scale) p.final_scale.push_back(static_cast<double>(v) * undo);
+
+  constexpr std::int64_t kText = 48, kCircuitLike = 16;
+  const std::int64_t n = std::min(kText, text_rows);
+  std::vector<std::int64_t> ids;
+  for (std::int64_t i = 0; i < n; ++i) ids.push_back(i * text_rows / n);
+  sdk::Handle<sdk::Tensor> text;
+  QGPU_MERGE_ASSIGN(text, base.embed(ids));
+  std::vector<float> rows(static_cast<std::size_t>((n + kCircuitLike) * H));
+  const std::int64_t text_shape[2] = {n, H};
+  QGPU_RETURN_IF_ERROR(backend.download(*text, view_of(rows.data(), sdk::DType::kF32, text_shape)));
+  std::uint64_t state = 0x9E3779B97F4A7C15ull;  // splitmix64: a fixed pattern of signs
+  for (std::int64_t i = n * H; i < (n + kCircuitLike) * H; ++i) {
+    state += 0x9E3779B97F4A7C15ull;
+    std::uint64_t z = state;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    rows[static_cast<std::size_t>(i)] = ((z ^ (z >> 31)) & 1) ? 8.0f : -8.0f;
+  }
+  const std::int64_t T = n + kCircuitLike, shape[2] = {T, H};
+  sdk::Handle<sdk::Tensor> in, out;
+  QGPU_MERGE_ASSIGN(in, backend.upload(view_of(rows.data(), sdk::DType::kF32, shape)));
+  base.reset();
+  auto ran = base.run_layers(*in);
+  base.reset();
+  if (!ran) return ran.status();
+  std::vector<float> after(rows.size());
+  QGPU_RETURN_IF_ERROR(backend.download(**ran, view_of(after.data(), sdk::DType::kF32, shape)));
+  p.perturbation.assign(static_cast<std::size_t>(H), 0.0);
+  for (std::int64_t r = 0; r < T; ++r)
+    for (std::int64_t c = 0; c < H; ++c) {
+      const auto i = static_cast<std::size_t>(r * H + c);
+      const double d = std::abs(static_cast<double>(after[i]) - rows[i]);
+      auto& q = p.perturbation[static_cast<std::size_t>(c)];
+      q = std::max(q, std::isfinite(d) ? d : std::numeric_limits<double>::infinity());
+    }
+  return p;
 }
 
 }  // namespace
@@ -138,78 +223,29 @@ struct MergedModel::Layer {
 MergedModel::MergedModel(sdk::BaseModel& base, sdk::TensorBackend& backend) : base_(&base), backend_(&backend) {}
 MergedModel::~MergedModel() = default;
 
-std::string ChannelSearch::to_string() const {
-  if (channel < 0) return "no channel searched (" + std::to_string(rows) + " rows)";
-  return "channel " + std::to_string(channel) + " (" + (sign < 0 ? "negative" : "positive") +
-         " on text): " + std::to_string(violating) + " of " + std::to_string(rows) +
-         " text rows violate it; worst row " + std::to_string(worst_row) + " = " + num(worst) + " (" +
-         num(worst_normalized) + " after RMSNorm); " + std::to_string(clean_channels) + " clean channel(s)";
-}
-
-ChannelSearch search_mute_channel(std::span<const float> embedding, std::int64_t rows, std::int64_t hidden) {
-  ChannelSearch s;
-  s.rows = rows;
-  if (rows <= 0 || hidden <= 0 || static_cast<std::int64_t>(embedding.size()) < rows * hidden) return s;
-  // Per channel and sign: rows not strictly of that sign, and the worst sign·x/rms(row).
-  std::vector<std::int64_t> bad[2];
-  std::vector<double> worst[2];
-  std::vector<std::int64_t> worst_row[2];
-  for (int k = 0; k < 2; ++k) {
-    bad[k].assign(static_cast<std::size_t>(hidden), 0);
-    worst[k].assign(static_cast<std::size_t>(hidden), std::numeric_limits<double>::infinity());
-    worst_row[k].assign(static_cast<std::size_t>(hidden), -1);
+sdk::Expected<SilenceCertificate> base_silence(sdk::BaseModel& base, sdk::TensorBackend& backend, std::int64_t hidden,
+                                               std::int64_t rows, std::int64_t width, const MuteBounds& bounds) {
+  // The embedding rows as the backend holds them, read through the base in chunks.
+  std::vector<float> table(static_cast<std::size_t>(rows * hidden));
+  constexpr std::int64_t kChunk = 4096;
+  for (std::int64_t r0 = 0; r0 < rows; r0 += kChunk) {
+    const std::int64_t n = std::min(kChunk, rows - r0);
+    std::vector<std::int64_t> ids(static_cast<std::size_t>(n));
+    for (std::int64_t i = 0; i < n; ++i) ids[static_cast<std::size_t>(i)] = r0 + i;
+    sdk::Handle<sdk::Tensor> t;
+    QGPU_MERGE_ASSIGN(t, base.embed(ids));
+    const std::int64_t shape[2] = {n, hidden};
+    QGPU_RETURN_IF_ERROR(backend.download(*t, view_of(table.data() + r0 * hidden, sdk::DType::kF32, shape)));
   }
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const float* x = embedding.data() + r * hidden;
-    double sq = 0;
-    for (std::int64_t c = 0; c < hidden; ++c) sq += static_cast<double>(x[c]) * x[c];
-    const double rms = std::sqrt(sq / static_cast<double>(hidden));
-    for (std::int64_t c = 0; c < hidden; ++c) {
-      const auto i = static_cast<std::size_t>(c);
-      for (int k = 0; k < 2; ++k) {
-        const double signed_value = (k == 0 ? -1.0 : 1.0) * x[c];  // k = 0: negative channel
-        if (!(signed_value > 0)) ++bad[k][i];
-        const double normalized = rms > 0 ? signed_value / rms : 0;
-        if (normalized < worst[k][i]) {
-          worst[k][i] = normalized;
-          worst_row[k][i] = r;
-        }
-      }
-    }
-  }
-  int best_k = 0;
-  std::int64_t best_c = -1;
-  for (std::int64_t c = 0; c < hidden; ++c)
-    for (int k = 0; k < 2; ++k) {
-      const auto i = static_cast<std::size_t>(c);
-      if (bad[k][i] == 0) ++s.clean_channels;
-      if (best_c < 0) {
-        best_c = c, best_k = k;
-        continue;
-      }
-      const auto b = static_cast<std::size_t>(best_c);
-      if (bad[k][i] < bad[best_k][b] || (bad[k][i] == bad[best_k][b] && worst[k][i] > worst[best_k][b]))
-        best_c = c, best_k = k;
-    }
-  const auto b = static_cast<std::size_t>(best_c);
-  s.channel = best_c;
-  s.sign = best_k == 0 ? -1 : 1;
-  s.violating = bad[best_k][b];
-  s.worst_row = worst_row[best_k][b];
-  s.worst = embedding[static_cast<std::size_t>(s.worst_row * hidden + best_c)];
-  s.worst_normalized = worst[best_k][b];
-  return s;
+  return find_mute_direction(table, rows, hidden, width, bounds);
 }
 
 std::int64_t MergedModel::merged_channel(std::int64_t c) const {
-  return Swap{swap_a_, swap_b_}(c);
+  return map_.merged(c);
 }
 
 std::vector<float> MergedModel::circuit_order(std::span<const float> merged_row) const {
-  std::vector<float> out(merged_row.begin(), merged_row.end());
-  if (swap_a_ < static_cast<std::int64_t>(out.size()) && swap_b_ < static_cast<std::int64_t>(out.size()))
-    std::swap(out[static_cast<std::size_t>(swap_a_)], out[static_cast<std::size_t>(swap_b_)]);
-  return out;
+  return map_.circuit_order(merged_row);
 }
 
 sdk::Expected<std::unique_ptr<MergedModel>> MergedModel::create(sdk::BaseModel& base, const sdk::ModelInfo& info,
@@ -259,42 +295,71 @@ sdk::Expected<std::unique_ptr<MergedModel>> MergedModel::create(sdk::BaseModel& 
   m->cost_.records = records;
   m->cost_.unembedding_rows = m->unembedding_rows_;
 
-  // 1. The mute channel: the base's text rows, read through its own embedding in chunks.
+  // 1. The mute direction over the circuit's free channels, certified on every row that
+  // can appear in text (read through the base's own embedding, in chunks).
   auto start = Clock::now();
-  const std::int64_t text_rows =
-      in.text_rows > 0 ? in.text_rows : (info.tokenizer_size > 0 ? info.tokenizer_size : info.vocab_size);
+  const std::int64_t text_rows = in.text_rows > 0 ? in.text_rows : info.vocab_size;
   if (text_rows > info.vocab_size)
     return sdk::invalid_argument("merge: " + std::to_string(text_rows) + " text rows, the base has " +
                                  std::to_string(info.vocab_size) + " embedding rows");
-  std::vector<float> table(static_cast<std::size_t>(text_rows * H));
-  constexpr std::int64_t kChunk = 4096;
-  for (std::int64_t r0 = 0; r0 < text_rows; r0 += kChunk) {
-    const std::int64_t n = std::min(kChunk, text_rows - r0);
-    std::vector<std::int64_t> ids(static_cast<std::size_t>(n));
-    for (std::int64_t i = 0; i < n; ++i) ids[static_cast<std::size_t>(i)] = r0 + i;
-    sdk::Handle<sdk::Tensor> rows;
-    QGPU_MERGE_ASSIGN(rows, base.embed(ids));
-    const std::int64_t shape[2] = {n, H};
-    QGPU_RETURN_IF_ERROR(backend.download(*rows, view_of(table.data() + r0 * H, sdk::DType::kF32, shape)));
-  }
-  m->search_ = search_mute_channel(table, text_rows, H);
-  table = {};
-  m->cost_.search_seconds = seconds_since(start);
-  if (m->search_.channel < 0 || m->search_.violating > 0)
-    return sdk::invalid_argument("merge: no embedding channel has one strict sign on every text row; best: " +
-                                 m->search_.to_string());
-  const Swap swap{mute, m->search_.channel};
-  m->swap_a_ = swap.a;
-  m->swap_b_ = swap.b;
-  // The gain must push text below zero: + on a negative channel, - on a positive one.
-  const int sign = m->search_.sign < 0 ? 1 : -1;
-  const std::int64_t flip = m->search_.channel;
-
-  // 2. Circuit layers: permuted sparse weights, exported dense in the backend's dtype, uploaded.
-  start = Clock::now();
+  m->free_.push_back(mute);
+  for (int c : cc.allocation.free) m->free_.push_back(c);
   const sdk::DType dt = backend.dtype();
   const weights::DType wdt = weights_dtype(dt);
   m->dtype_ = wdt;
+  std::vector<weights::Layer> circuit_layers = cc.layers;
+  for (weights::Layer& l : circuit_layers)
+    if (in.mute_window)
+      l.gdn.in_proj_qkv = mute_window_channels(l.gdn.in_proj_qkv, l.gdn.conv1d, bs, mute, cc.target.mute_gain,
+                                               m->cost_.window_channels);
+  MuteBounds bounds;
+  bounds.dtype = dt;
+  bounds.terms = H;
+  bounds.eps = bs.rms_norm_eps;
+  for (const weights::Layer& l : circuit_layers)
+    for (const weights::SparseMatrix* w :
+         {&l.gdn.in_proj_qkv, &l.gdn.in_proj_z, &l.gdn.in_proj_b, &l.gdn.in_proj_a, &l.mlp.gate})
+      bounds.circuit_terms = std::max(bounds.circuit_terms, muted_row_weight(*w, mute));
+  bounds.circuit_terms *= std::sqrt(static_cast<double>(H));
+  // At most kMuteWidth channels: each muted row carries one weight per channel of the direction.
+  QGPU_MERGE_ASSIGN(
+      m->silence_,
+      base_silence(base, backend, H, text_rows,
+                   std::min<std::int64_t>(static_cast<std::int64_t>(m->free_.size()), kMuteWidth), bounds));
+  m->cost_.search_seconds = seconds_since(start);
+  const MuteDirection& direction = m->silence_.direction;
+
+  // 2. The base's channels: final-norm scales and what its layers add on probe tokens.
+  start = Clock::now();
+  BaseProfile profile;
+  m->final_scale_.assign(static_cast<std::size_t>(H), 1.0);
+  m->profiled_ = in.profile_base && unemb.rows > 0;
+  if (m->profiled_) {
+    auto p = profile_base(base, backend, info, text_rows);
+    if (!p) return p.status().with_context("merge: measuring the base's channels");
+    profile = std::move(*p);
+    m->final_scale_ = profile.final_scale;
+  }
+  m->cost_.profile_seconds = seconds_since(start);
+
+  // 3. The channel map: free channels onto the direction's, the choice fields onto good channels.
+  // The choice's columns, the most heavily weighted first (the rows' constant terms): it gets
+  // the quietest base channel.
+  std::map<std::int64_t, double> heaviest;
+  for (std::size_t p = 0; p < unemb.col.size(); ++p)
+    heaviest[unemb.col[p]] = std::max(heaviest[unemb.col[p]], std::abs(unemb.val[p]));
+  std::vector<std::int64_t> choice;
+  for (const auto& [c, w] : heaviest) choice.push_back(c);
+  std::stable_sort(choice.begin(), choice.end(),
+                   [&](std::int64_t a, std::int64_t b) { return heaviest[a] > heaviest[b]; });
+  QGPU_MERGE_ASSIGN(m->map_, plan_channels(H, m->free_, direction.channels, choice, profile, &m->placement_));
+
+  // 4. Circuit layers: the mute spread over the direction (circuit order), then moved to the
+  // merged channels and exported dense in the backend's dtype, or kept sparse for the host.
+  start = Clock::now();
+  std::vector<std::pair<int, double>> spread;
+  for (std::size_t i = 0; i < direction.channels.size(); ++i)
+    spread.emplace_back(m->free_[i], direction.gain * direction.weights[i]);
   auto upload = [&](void* data, sdk::DType dtype,
                     std::span<const std::int64_t> shape) -> sdk::Expected<const sdk::Tensor*> {
     sdk::Handle<sdk::Tensor> t;
@@ -305,22 +370,18 @@ sdk::Expected<std::unique_ptr<MergedModel>> MergedModel::create(sdk::BaseModel& 
     m->tensors_.push_back(std::move(t));
     return m->tensors_.back().get();
   };
-  for (std::size_t i = 0; i < cc.layers.size(); ++i) {
-    weights::Layer l = cc.layers[i];
+  const ChannelMap& map = m->map_;
+  for (std::size_t i = 0; i < circuit_layers.size(); ++i) {
+    weights::Layer l = std::move(circuit_layers[i]);
     weights::GdnLayer& g = l.gdn;
-    if (in.mute_window)
-      g.in_proj_qkv =
-          mute_window_channels(g.in_proj_qkv, g.conv1d, bs, mute, cc.target.mute_gain, m->cost_.window_channels);
+    for (weights::SparseMatrix* w : {&g.in_proj_qkv, &g.in_proj_z, &g.in_proj_b, &g.in_proj_a, &l.mlp.gate})
+      *w = spread_mute(*w, mute, cc.target.mute_gain, spread);
     m->circuit_layers_.push_back(l);
     if (in.sparse_circuit) continue;  // run by the reference model: nothing to upload
-    g.in_proj_qkv = permute_columns(g.in_proj_qkv, swap, flip, sign);
-    g.in_proj_z = permute_columns(g.in_proj_z, swap, flip, sign);
-    g.in_proj_b = permute_columns(g.in_proj_b, swap, flip, sign);
-    g.in_proj_a = permute_columns(g.in_proj_a, swap, flip, sign);
-    g.out_proj = permute_rows(g.out_proj, swap);
-    l.mlp.gate = permute_columns(l.mlp.gate, swap, flip, sign);
-    l.mlp.up = permute_columns(l.mlp.up, swap, flip, sign);
-    l.mlp.down = permute_rows(l.mlp.down, swap);
+    for (weights::SparseMatrix* w : {&g.in_proj_qkv, &g.in_proj_z, &g.in_proj_b, &g.in_proj_a, &l.mlp.gate, &l.mlp.up})
+      *w = map_columns(*w, map);
+    g.out_proj = map_rows(g.out_proj, map);
+    l.mlp.down = map_rows(l.mlp.down, map);
     std::map<std::string, const sdk::Tensor*> by_name;
     const auto index = static_cast<std::int64_t>(i);
     for (weights::DenseTensor& t : weights::export_layer(l, bs, index, wdt)) {
@@ -356,21 +417,20 @@ sdk::Expected<std::unique_ptr<MergedModel>> MergedModel::create(sdk::BaseModel& 
 
   if (in.sparse_circuit) m->reference_ = std::make_unique<weights::ReferenceModel>(m->circuit_layers_, bs, wdt);
 
-  // 3. Record rows in the merged channel order: dense on the backend, or (sparse path) on the host.
+  // 5. Record rows in the merged channel order. The unembedding is divided by the final
+  // norm's 1 + w on each channel, so the record logits read the fields as the circuit wrote
+  // them whatever the base's scales; the host keeps it sparse (the choice guard, and the
+  // sparse path's logits), the dense path also uploads it.
   m->record_embedding_ = rec.embedding;
-  if (in.sparse_circuit) {
-    // The host asks for a record token's embedding row as it arrives, and scores the record
-    // rows over their sparse rows: a dense [rows, H] head would be read whole for every token
-    // (862 MB in f32).
-    SparseHead& sh = m->sparse_head_;
-    sh.row_ptr.assign(unemb.row_ptr.begin(), unemb.row_ptr.end());
-    sh.col.reserve(unemb.col.size());
-    sh.val.reserve(unemb.val.size());
-    for (std::size_t p = 0; p < unemb.val.size(); ++p) {
-      sh.col.push_back(static_cast<std::int32_t>(swap(unemb.col[p])));
-      sh.val.push_back(static_cast<float>(unemb.val[p]));
-    }
-  } else {
+  SparseHead& sh = m->sparse_head_;
+  sh.row_ptr.assign(unemb.row_ptr.begin(), unemb.row_ptr.end());
+  for (std::size_t p = 0; p < unemb.val.size(); ++p) {
+    const std::int64_t c = map.merged(unemb.col[p]);
+    sh.col.push_back(static_cast<std::int32_t>(c));
+    sh.val.push_back(static_cast<float>(unemb.val[p]));
+    sh.scaled.push_back(static_cast<float>(unemb.val[p] / m->final_scale_[static_cast<std::size_t>(c)]));
+  }
+  if (!in.sparse_circuit) {
     if (records > 0) {
       std::vector<float> rows(static_cast<std::size_t>(records * H));
       for (std::int64_t r = 0; r < records; ++r) {
@@ -386,8 +446,8 @@ sdk::Expected<std::unique_ptr<MergedModel>> MergedModel::create(sdk::BaseModel& 
       std::vector<float> rows(static_cast<std::size_t>(m->unembedding_rows_ * H), 0.0f);
       for (std::int64_t r = 0; r < unemb.rows; ++r)
         for (std::int64_t p = unemb.row_ptr[r]; p < unemb.row_ptr[r + 1]; ++p)
-          rows[static_cast<std::size_t>(r * H + swap(unemb.col[static_cast<std::size_t>(p)]))] =
-              static_cast<float>(unemb.val[static_cast<std::size_t>(p)]);
+          rows[static_cast<std::size_t>(r * H + sh.col[static_cast<std::size_t>(p)])] =
+              sh.scaled[static_cast<std::size_t>(p)];
       const std::int64_t shape[2] = {m->unembedding_rows_, H};
       QGPU_MERGE_ASSIGN(m->record_head_, backend.upload(view_of(rows.data(), sdk::DType::kF32, shape)));
       m->cost_.uploaded_bytes += m->unembedding_rows_ * H * static_cast<std::int64_t>(sdk::dtype_size(dt));
@@ -404,10 +464,12 @@ sdk::Expected<std::vector<float>> MergedModel::record_row(std::int64_t r) const 
   if (static_cast<std::int64_t>(row->size()) != H)
     return sdk::invalid_argument("merge: record row " + std::to_string(r) + " has " + std::to_string(row->size()) +
                                  " values, the base's hidden size is " + std::to_string(H));
-  if ((*row)[static_cast<std::size_t>(mute_)] != 0)
-    return sdk::invalid_argument("merge: record row " + std::to_string(r) + " is " +
-                                 num((*row)[static_cast<std::size_t>(mute_)]) + " on the circuit's mute channel " +
-                                 std::to_string(mute_) + " (must be exactly 0)");
+  for (int c : free_)  // the mute channel first
+    if ((*row)[static_cast<std::size_t>(c)] != 0)
+      return sdk::invalid_argument("merge: record row " + std::to_string(r) + " is " +
+                                   num((*row)[static_cast<std::size_t>(c)]) + " on the circuit's " +
+                                   (c == mute_ ? "mute channel " : "free channel ") + std::to_string(c) +
+                                   " (must be exactly 0)");
   // In the merged channel order, in the backend's dtype (an uploaded table rounds the same way).
   std::vector<float> out(static_cast<std::size_t>(H));
   for (std::int64_t c = 0; c < H; ++c)
@@ -417,9 +479,9 @@ sdk::Expected<std::vector<float>> MergedModel::record_row(std::int64_t r) const 
 
 sdk::Expected<sdk::Handle<sdk::Tensor>> MergedModel::run_reference(std::vector<float> rows, std::int64_t T) {
   const std::int64_t H = shapes_.hidden_size;
-  for (std::int64_t t = 0; t < T; ++t) {  // in the circuit's channel order: the swap is its own inverse
+  for (std::int64_t t = 0; t < T; ++t) {  // in the circuit's channel order, and back
     const std::span<float> row(rows.data() + t * H, static_cast<std::size_t>(H));
-    const std::vector<float> y = circuit_order(reference_->step(circuit_order(row)));
+    const std::vector<float> y = map_.merged_order(reference_->step(map_.circuit_order(row)));
     std::copy(y.begin(), y.end(), row.begin());
   }
   const std::int64_t shape[2] = {T, H};
@@ -497,9 +559,23 @@ sdk::Expected<MergedForward> MergedModel::forward(std::span<const std::int64_t> 
       const std::int64_t shape[2] = {n, H};
       QGPU_RETURN_IF_ERROR(be.download(*h, view_of(out.circuit_residual.data() + begin * H, sdk::DType::kF32, shape)));
     }
-    QGPU_MERGE_ASSIGN(h, base_->run_layers(*h));
     const bool last = end == T;
-    if (options.all_logits || last) {
+    const bool with_logits = options.all_logits || last;
+    // The rows that get logits, after the circuit: the choice guard reads them.
+    std::vector<float> circ;
+    if (with_logits && unembedding_rows_ > 0) {
+      sdk::Handle<sdk::Tensor> sel;
+      const sdk::Tensor* src = h.get();
+      if (!options.all_logits) {
+        QGPU_MERGE_ASSIGN(sel, be.rows(*h, n - 1, n));
+        src = sel.get();
+      }
+      const std::int64_t shape[2] = {src->dim(0), H};
+      circ.resize(static_cast<std::size_t>(shape[0] * H));
+      QGPU_RETURN_IF_ERROR(be.download(*src, view_of(circ.data(), sdk::DType::kF32, shape)));
+    }
+    QGPU_MERGE_ASSIGN(h, base_->run_layers(*h));
+    if (with_logits) {
       if (!options.all_logits) QGPU_MERGE_ASSIGN(h, be.rows(*h, n - 1, n));
       const std::int64_t r = h->dim(0);
       const std::int64_t row0 = options.all_logits ? begin : 0;
@@ -511,29 +587,62 @@ sdk::Expected<MergedForward> MergedModel::forward(std::span<const std::int64_t> 
       QGPU_RETURN_IF_ERROR(be.download(*logits, view_of(part.data(), sdk::DType::kF32, base_shape)));
       for (std::int64_t i = 0; i < r; ++i)
         std::copy_n(part.begin() + i * base_rows_, base_rows_, out.logits.begin() + (row0 + i) * out.columns);
-      if (unembedding_rows_ > 0 && reference_) {
-        // Sparse: x·rowᵀ on the host for each record row, in double, rounded once.
-        std::vector<float> xs(static_cast<std::size_t>(r * H));
+      if (unembedding_rows_ > 0) {  // the record rows' logits (and the choice guard's, when profiled)
         const std::int64_t x_shape[2] = {r, H};
-        QGPU_RETURN_IF_ERROR(be.download(*x, view_of(xs.data(), sdk::DType::kF32, x_shape)));
+        std::vector<float> xs(static_cast<std::size_t>(r * H)), hs(static_cast<std::size_t>(r * H));
+        QGPU_RETURN_IF_ERROR(be.download(*h, view_of(hs.data(), sdk::DType::kF32, x_shape)));
+        if (reference_) {
+          QGPU_RETURN_IF_ERROR(be.download(*x, view_of(xs.data(), sdk::DType::kF32, x_shape)));
+        } else {
+          QGPU_MERGE_ASSIGN(logits, be.linear(*x, *record_head_));
+          part.assign(static_cast<std::size_t>(r * unembedding_rows_), 0.0f);
+          const std::int64_t rec_shape[2] = {r, unembedding_rows_};
+          QGPU_RETURN_IF_ERROR(be.download(*logits, view_of(part.data(), sdk::DType::kF32, rec_shape)));
+        }
+        if (profiled_) out.circuit_margin.resize(static_cast<std::size_t>(out.rows), 0.0);
+        out.deviation.resize(static_cast<std::size_t>(out.rows), 0.0);
+        out.circuit_choice.resize(static_cast<std::size_t>(out.rows), -1);
+        out.model_choice.resize(static_cast<std::size_t>(out.rows), -1);
+        const double eps = shapes_.rms_norm_eps;
         for (std::int64_t i = 0; i < r; ++i) {
           const float* xi = xs.data() + i * H;
+          const float* ci = circ.data() + i * H;
+          double sq = 0;
+          for (std::int64_t c = 0; c < H; ++c)
+            sq +=
+                static_cast<double>(hs[static_cast<std::size_t>(i * H + c)]) * hs[static_cast<std::size_t>(i * H + c)];
+          const double scale = 1 / std::sqrt(sq / static_cast<double>(H) + eps);  // the final norm's, in double
           float* out_row = out.logits.data() + (row0 + i) * out.columns + base_rows_;
+          double best = -std::numeric_limits<double>::infinity(), second = best, deviation = 0;
+          double model_best = best;
+          std::int64_t choice = -1, model_choice = -1;
           for (std::int64_t k = 0; k < unembedding_rows_; ++k) {
-            double acc = 0;
-            for (std::int64_t p = sparse_head_.row_ptr[k]; p < sparse_head_.row_ptr[k + 1]; ++p)
-              acc += static_cast<double>(sparse_head_.val[p]) * xi[sparse_head_.col[p]];
-            out_row[k] = static_cast<float>(acc);
+            double model = 0, own = 0;
+            for (std::int64_t p = sparse_head_.row_ptr[k]; p < sparse_head_.row_ptr[k + 1]; ++p) {
+              const std::int32_t c = sparse_head_.col[p];
+              if (reference_) model += static_cast<double>(sparse_head_.scaled[p]) * xi[c];
+              own += static_cast<double>(sparse_head_.val[p]) * ci[c];
+            }
+            // Sparse: x·rowᵀ on the host for each record row, in double, rounded once.
+            if (reference_) out_row[k] = static_cast<float>(model);
+            own *= scale;
+            if (own > best) {
+              second = best, best = own, choice = k;
+            } else if (own > second) {
+              second = own;
+            }
+            const double logit = reference_ ? out_row[k] : part[static_cast<std::size_t>(i * unembedding_rows_ + k)];
+            deviation = std::max(deviation, std::abs(logit - own));
+            if (logit > model_best) model_best = logit, model_choice = k;
           }
+          if (!reference_) std::copy_n(part.begin() + i * unembedding_rows_, unembedding_rows_, out_row);
+          if (!profiled_) continue;  // uncompensated logits: no guard
+          const auto at = static_cast<std::size_t>(row0 + i);
+          out.circuit_margin[at] = best - second;
+          out.deviation[at] = deviation;
+          out.circuit_choice[at] = choice;
+          out.model_choice[at] = model_choice;
         }
-      } else if (unembedding_rows_ > 0) {
-        QGPU_MERGE_ASSIGN(logits, be.linear(*x, *record_head_));
-        part.assign(static_cast<std::size_t>(r * unembedding_rows_), 0.0f);
-        const std::int64_t rec_shape[2] = {r, unembedding_rows_};
-        QGPU_RETURN_IF_ERROR(be.download(*logits, view_of(part.data(), sdk::DType::kF32, rec_shape)));
-        for (std::int64_t i = 0; i < r; ++i)
-          std::copy_n(part.begin() + i * unembedding_rows_, unembedding_rows_,
-                      out.logits.begin() + (row0 + i) * out.columns + base_rows_);
       }
     }
     begin = end;
@@ -632,6 +741,8 @@ sdk::Status MergeHost::merge(const weights::CompiledCircuit& circuit, const sdk:
   merged_ = std::move(*m);
   merged_->reset();
   circuit_ = &circuit;
+  guard_ratio_ = 0;
+  guarded_ = 0;
   return sdk::Status::ok();
 }
 
@@ -639,6 +750,20 @@ sdk::Expected<std::vector<float>> MergeHost::forward(std::span<const std::int64_
   if (!merged_) return sdk::internal_error("forward() before merge()");
   auto f = merged_->forward(ids);
   if (!f) return f.status();
+  // The guard, at a record position (the next token is a record; text positions choose text).
+  if (!f->circuit_margin.empty() && ids.back() >= merged_->base_rows()) {
+    ++guarded_;
+    const double margin = f->circuit_margin.back(), deviation = f->deviation.back();
+    guard_ratio_ =
+        std::max(guard_ratio_, margin > 0 ? deviation / (margin / 2) : std::numeric_limits<double>::infinity());
+    if (f->model_choice.back() != f->circuit_choice.back())
+      return sdk::internal_error(
+          "merge: the base's layers changed the next record: the model's record logits favour record row " +
+          std::to_string(f->model_choice.back()) + ", the circuit's fields choose row " +
+          std::to_string(f->circuit_choice.back()) + " (the base moved the record logits by up to " + num(deviation) +
+          " against the circuit's own margin " + num(margin) + "; " + merged_->placement().to_string() +
+          "), so the launch stops here");
+  }
   return std::move(f->logits);
 }
 
@@ -651,14 +776,15 @@ std::string MergeHost::describe() const {
   if (!merged_) return "not merged";
   const MergeCost& c = merged_->cost();
   char line[256];
-  std::snprintf(
-      line, sizeof line,
-      "%lld circuit layers (%s) + the base's %lld, %lld record rows, mute channel %lld; %.1f GiB uploaded (%s)",
-      static_cast<long long>(c.circuit_layers), sparse_ ? "sparse, on the host" : "dense, on the backend",
-      static_cast<long long>(info_.num_layers), static_cast<long long>(c.records),
-      static_cast<long long>(merged_->mute().channel), static_cast<double>(c.uploaded_bytes) / (1 << 30),
-      dtype().c_str());
-  return line;
+  std::snprintf(line, sizeof line,
+                "%lld circuit layers (%s) + the base's %lld, %lld record rows; %.1f GiB uploaded (%s); search %.1f s, "
+                "profile %.1f s",
+                static_cast<long long>(c.circuit_layers), sparse_ ? "sparse, on the host" : "dense, on the backend",
+                static_cast<long long>(info_.num_layers), static_cast<long long>(c.records),
+                static_cast<double>(c.uploaded_bytes) / (1 << 30), dtype().c_str(), c.search_seconds,
+                c.profile_seconds);
+  return std::string(line) + "\nsilence: " + merged_->silence().to_string() +
+         "\nchoice: " + merged_->placement().to_string();
 }
 
 double kl_divergence(std::span<const float> p_logits, std::span<const float> q_logits, std::int64_t n) {

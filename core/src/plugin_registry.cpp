@@ -1,10 +1,10 @@
 #include "qgpu/core/plugin_registry.h"
 
+#include <dlfcn.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <boost/dll/shared_library.hpp>
-#include <dlfcn.h>
 #include <cstring>
 #include <system_error>
 
@@ -25,7 +25,9 @@ std::string_view kind_name(QgpuPluginKind kind) {
   return "unknown";
 }
 
-std::string_view host_fingerprint() { return QGPU_BUILD_FINGERPRINT; }
+std::string_view host_fingerprint() {
+  return QGPU_BUILD_FINGERPRINT;
+}
 
 namespace {
 
@@ -42,13 +44,17 @@ bool is_plugin_file_name(const fs::path& file) {
 
 bool valid_plugin_name(std::string_view name) {
   return !name.empty() && name.size() <= 64 && std::all_of(name.begin(), name.end(), [](char c) {
-           return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
-         });
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+  });
 }
 
-bool valid_kind(std::uint32_t kind) { return kind >= QGPU_PLUGIN_FRONTEND && kind <= QGPU_PLUGIN_TENSOR_BACKEND; }
+bool valid_kind(std::uint32_t kind) {
+  return kind >= QGPU_PLUGIN_FRONTEND && kind <= QGPU_PLUGIN_TENSOR_BACKEND;
+}
 
-std::string safe_string(const char* s) { return s == nullptr ? std::string() : std::string(s); }
+std::string safe_string(const char* s) {
+  return s == nullptr ? std::string() : std::string(s);
+}
 
 // Checks the option table a plugin declares; a malformed table is the plugin's bug.
 Status check_option_specs(const QgpuPluginDescriptor& d) {
@@ -138,13 +144,13 @@ Expected<const PluginInfo*> PluginRegistry::load_file(const fs::path& requested)
 
   // The ABI version is the only field read before it is known to match.
   if (d->abi_version != QGPU_ABI_VERSION) {
-    return record_failure(file, sdk::plugin_error("plugin ABI version " + std::to_string(d->abi_version) +
-                                                  ", expected " + std::to_string(QGPU_ABI_VERSION) +
-                                                  " (rebuild the plugin against this SDK)"));
+    return record_failure(
+        file, sdk::plugin_error("plugin ABI version " + std::to_string(d->abi_version) + ", expected " +
+                                std::to_string(QGPU_ABI_VERSION) + " (rebuild the plugin against this SDK)"));
   }
   if (d->struct_size != sizeof(QgpuPluginDescriptor)) {
-    return record_failure(file, sdk::plugin_error("descriptor size " + std::to_string(d->struct_size) +
-                                                  ", expected " + std::to_string(sizeof(QgpuPluginDescriptor))));
+    return record_failure(file, sdk::plugin_error("descriptor size " + std::to_string(d->struct_size) + ", expected " +
+                                                  std::to_string(sizeof(QgpuPluginDescriptor))));
   }
   const std::string fingerprint = safe_string(d->build_fingerprint);
   if (fingerprint != host_fingerprint()) {
@@ -156,8 +162,8 @@ Expected<const PluginInfo*> PluginRegistry::load_file(const fs::path& requested)
   }
   const std::string name = safe_string(d->name);
   if (!valid_plugin_name(name)) {
-    return record_failure(file, sdk::plugin_error("invalid plugin name '" + name +
-                                                  "' (lower-case letters, digits and '_', at most 64)"));
+    return record_failure(
+        file, sdk::plugin_error("invalid plugin name '" + name + "' (lower-case letters, digits and '_', at most 64)"));
   }
   if (d->create == nullptr || d->destroy == nullptr) {
     return record_failure(file, sdk::plugin_error("descriptor of '" + name + "' lacks create/destroy"));
@@ -182,8 +188,7 @@ Expected<const PluginInfo*> PluginRegistry::load_file(const fs::path& requested)
   info->options.assign(d->options, d->options + d->option_count);
   info->descriptor = d;
   info->library = library;
-  spdlog::debug("loaded {} plugin '{}' {} from {}", kind_name(info->kind), info->name, info->version,
-                file.string());
+  spdlog::debug("loaded {} plugin '{}' {} from {}", kind_name(info->kind), info->name, info->version, file.string());
   plugins_.push_back(std::move(info));
   return plugins_.back().get();
 }

@@ -20,6 +20,8 @@ int report(const sdk::Status& status);
 
 struct InfoOptions {
   bool json = false;
+  bool silence = false;  // load the base and certify the mute direction over its embedding
+  int mute_width = 0;    // channels the direction may use (0: core::kMuteWidth, what a merge uses)
 };
 int run_info(const core::Host& host, const InfoOptions& options);
 

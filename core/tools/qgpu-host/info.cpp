@@ -1,13 +1,15 @@
 // qgpu-host info: which plugins were found, from which files, their versions
 // and what each reports it can do; load failures are shown, not fatal.
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "commands.h"
+#include "qgpu/core/merged_model.h"
+#include "qgpu/core/silence_json.h"
 #include "qgpu/core/text.h"
 #include "qgpu/sdk/sdk.h"
 
@@ -49,7 +51,8 @@ std::string options_line(const sdk::Options& options) {
   return items.empty() ? "(none)" : core::join(items, " ");
 }
 
-void print_text(const core::Host& host, const std::vector<PluginReport>& reports) {
+void print_text(const core::Host& host, const std::vector<PluginReport>& reports,
+                const std::optional<core::SilenceCertificate>& silence) {
   std::printf("qgpu-host %s (SDK %s, plugin ABI %u, %s)\n", QGPU_SDK_VERSION_STRING, QGPU_SDK_VERSION_STRING,
               QGPU_ABI_VERSION, QGPU_BUILD_FINGERPRINT);
   if (const core::Config* config = host.config()) {
@@ -92,9 +95,14 @@ void print_text(const core::Host& host, const std::vector<PluginReport>& reports
     std::printf("\nshadowed by an earlier directory (%zu):\n", shadowed.size());
     for (const auto& s : shadowed) std::printf("  %s\n", s.c_str());
   }
+  if (silence)
+    std::printf("\nsilence on text (the base's %lld embedding rows, mute direction over up to %lld channels):\n  %s\n",
+                static_cast<long long>(silence->rows), static_cast<long long>(silence->channels_available),
+                silence->to_string().c_str());
 }
 
-void print_json(const core::Host& host, const std::vector<PluginReport>& reports) {
+void print_json(const core::Host& host, const std::vector<PluginReport>& reports,
+                const std::optional<core::SilenceCertificate>& silence) {
   using nlohmann::json;
   json out;
   out["version"] = QGPU_SDK_VERSION_STRING;
@@ -108,9 +116,14 @@ void print_json(const core::Host& host, const std::vector<PluginReport>& reports
   out["plugins"] = json::array();
   for (const PluginReport& r : reports) {
     const PluginInfo& p = *r.info;
-    json j = {{"kind", core::kind_name(p.kind)}, {"name", p.name},     {"version", p.version},
-              {"sdk_version", p.sdk_version},    {"path", p.path.string()}, {"summary", p.summary},
-              {"selected", r.selected},          {"options", r.options.values()}};
+    json j = {{"kind", core::kind_name(p.kind)},
+              {"name", p.name},
+              {"version", p.version},
+              {"sdk_version", p.sdk_version},
+              {"path", p.path.string()},
+              {"summary", p.summary},
+              {"selected", r.selected},
+              {"options", r.options.values()}};
     if (r.description) {
       json props = json::object();
       for (const auto& [key, value] : r.description->properties) props[key] = value;
@@ -131,6 +144,7 @@ void print_json(const core::Host& host, const std::vector<PluginReport>& reports
   }
   out["shadowed"] = json::array();
   for (const auto& s : host.registry().shadowed()) out["shadowed"].push_back(s.string());
+  if (silence) out["silence"] = core::to_json(*silence);
   std::cout << out.dump(2) << "\n";
 }
 
@@ -166,10 +180,31 @@ int run_info(const core::Host& host, const InfoOptions& options) {
     return a.info->kind != b.info->kind ? a.info->kind < b.info->kind : a.info->name < b.info->name;
   });
 
+  // --silence: the mute direction over the configured base's embedding, certified as a merge
+  // certifies it (docs/MACHINE_CIRCUIT.md §6.1), without compiling a circuit: the merge
+  // also bounds the circuit's own terms when it sets the gain.
+  std::optional<core::SilenceCertificate> silence;
+  if (options.silence) {
+    auto backend = host.instantiate<sdk::TensorBackend>();
+    if (!backend) return report(backend.error().with_context("--silence"));
+    auto base = host.instantiate<sdk::BaseModel>();
+    if (!base) return report(base.error().with_context("--silence"));
+    auto info = core::guarded_call("base", "load()", [&] { return (*base)->load(**backend); });
+    if (!info) return report(info.error().with_context("--silence"));
+    core::MuteBounds bounds;
+    bounds.dtype = (*backend)->dtype();
+    bounds.terms = info->shapes.hidden_size;
+    bounds.eps = info->shapes.rms_norm_eps;
+    const int width = options.mute_width > 0 ? options.mute_width : core::kMuteWidth;
+    auto cert = core::base_silence(**base, **backend, info->shapes.hidden_size, info->vocab_size, width, bounds);
+    (*base)->reset();
+    if (!cert) return report(cert.error().with_context("--silence"));
+    silence = std::move(*cert);
+  }
   if (options.json) {
-    print_json(host, reports);
+    print_json(host, reports, silence);
   } else {
-    print_text(host, reports);
+    print_text(host, reports, silence);
   }
   std::fflush(stdout);
   // A selected plugin that cannot start is an error; others are only shown.

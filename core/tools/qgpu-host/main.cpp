@@ -53,6 +53,14 @@ int main_impl(int argc, char** argv) {
   InfoOptions info_options;
   CLI::App* info = app.add_subcommand("info", "list the plugins found, where from, their versions and capabilities");
   info->add_flag("--json", info_options.json, "print one JSON object instead of text");
+  CLI::Option* silence_flag =
+      info->add_flag("--silence", info_options.silence,
+                     "load the base and certify the circuit's silence on its text rows (the mute direction, "
+                     "docs/MACHINE_CIRCUIT.md §6.1)");
+  info->add_option("--mute-width", info_options.mute_width,
+                   "with --silence: channels the direction may use (default: what a merge uses, 64)")
+      ->check(CLI::Range(1, 1 << 20))
+      ->needs(silence_flag);
 
   RunOptions run_options;
   CLI::App* run = app.add_subcommand("run", "compile a CUDA (.cu) or PTX (.ptx) kernel and run one launch");

@@ -10,6 +10,7 @@
 #include "commands.h"
 #include "qgpu/core/launch_args.h"
 #include "qgpu/core/merged_model.h"
+#include "qgpu/core/silence_json.h"
 #include "qgpu/core/text.h"
 #include "qgpu/sdk/sdk.h"
 
@@ -221,6 +222,14 @@ int run_kernel(const core::Host& host, const RunOptions& options) {
       out["timings"] = nlohmann::ordered_json::object();
       for (const auto& [key, value] : model.timings) out["timings"][key] = value;
     }
+    if (merge && merge->host->merged() != nullptr) {
+      const core::MergedModel& mm = *merge->host->merged();
+      out["merge"] = {{"silence", core::to_json(mm.silence())},
+                      {"choice", core::to_json(mm.placement())},
+                      {"guarded_tokens", merge->host->guarded()},
+                      {"guard_ratio", merge->host->guarded() > 0 ? nlohmann::ordered_json(merge->host->guard_ratio())
+                                                                 : nlohmann::ordered_json(nullptr)}};
+    }
     std::cout << out.dump() << "\n";
     return kExitOk;
   }
@@ -234,6 +243,11 @@ int run_kernel(const core::Host& host, const RunOptions& options) {
   for (const auto& a : arrays) std::printf("%s = %s\n", a.param.c_str(), core::format_array(a.array).c_str());
   if (use_model)
     std::printf("%s\n", model_summary(use_interp ? "interp = circuit" : options.engine, options.dtype, model).c_str());
+  if (merge && merge->host->guarded() > 0)
+    std::printf(
+        "choice guard: %lld record positions; what the base's layers added moved the record logits by at "
+        "most %.3g of half the circuit's own margin (below 1: the base could not have changed a choice)\n",
+        static_cast<long long>(merge->host->guarded()), merge->host->guard_ratio());
   if (!silence_line.empty()) std::printf("%s\n", silence_line.c_str());
   if (options.stats) {
     for (const auto& [key, value] : interp.stats)

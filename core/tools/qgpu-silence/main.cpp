@@ -27,6 +27,7 @@
 #include "qgpu/core/host.h"
 #include "qgpu/core/log.h"
 #include "qgpu/core/merged_model.h"
+#include "qgpu/core/silence_json.h"
 #include "qgpu/core/text.h"
 #include "qgpu/weights/compile.h"
 #include "records.h"
@@ -199,7 +200,7 @@ int run(const Options& o, const char* argv0) {
     if (!base_ms) return report(base_ms.error());
   }
 
-  const auto& mute = (*merged)->mute();
+  const auto& silence = (*merged)->silence();
   const auto& cost = (*merged)->cost();
   std::int64_t heads = 0;
   for (const auto& u : cc->schedule.use) heads += u.key_heads;
@@ -213,14 +214,7 @@ int run(const Options& o, const char* argv0) {
                     {"mlp_neurons", cc->total_neurons()},
                     {"channels", cc->allocation.channels_used},
                     {"mute_channel", cc->allocation.mute}};
-    j["mute"] = {{"channel", mute.channel},
-                 {"sign", mute.sign},
-                 {"rows", mute.rows},
-                 {"violating", mute.violating},
-                 {"worst_row", mute.worst_row},
-                 {"worst", mute.worst},
-                 {"worst_normalized", mute.worst_normalized},
-                 {"clean_channels", mute.clean_channels}};
+    j["silence"] = core::to_json(silence);
     j["cost"] = {{"uploaded_bytes", cost.uploaded_bytes},
                  {"window_channels", cost.window_channels},
                  {"records", cost.records},
@@ -238,7 +232,7 @@ int run(const Options& o, const char* argv0) {
   std::printf("circuit: %s, %d layers, %lld key heads, %lld MLP neurons, %d channels (mute channel %d)\n",
               o.circuit.c_str(), cc->schedule.num_layers, static_cast<long long>(heads),
               static_cast<long long>(cc->total_neurons()), cc->allocation.channels_used, cc->allocation.mute);
-  std::printf("mute: %s\n", mute.to_string().c_str());
+  std::printf("silence: %s\n", silence.to_string().c_str());
   std::printf("merge: %.1f MB uploaded, search %.2f s, upload %.2f s\n", static_cast<double>(cost.uploaded_bytes) / 1e6,
               cost.search_seconds, cost.upload_seconds);
   std::printf("text only (%lld tokens): %lld of %lld logit rows identical to the base's, max KL(base||merged) = %g\n",

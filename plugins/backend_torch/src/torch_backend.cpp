@@ -190,6 +190,13 @@ TorchBackend::TorchBackend(const BackendOptions& options) : options_(options) {
                              "' is not supported (f32 or bf16)");
   }
   if (options_.threads > 0) at::set_num_threads(options_.threads);
+  // fp32 products in fp32 and bf16 sums in fp32 on CUDA: the circuits' exactness (and the merge's
+  // silence certificate) assume both. No effect on the CPU.
+  at::globalContext().setAllowTF32CuBLAS(false);
+  at::globalContext().setAllowTF32CuDNN(false);
+#if TORCH_VERSION_MAJOR >= 2
+  at::globalContext().setAllowBF16ReductionCuBLAS(false);
+#endif
 }
 
 TorchBackend::TorchBackend(const sdk::PluginContext& context) : TorchBackend(options_from(context.options)) {}

@@ -17,6 +17,7 @@
 #include "qgpu/weights/reference.h"
 #include "qgpu/weights/state.h"
 #include "records.h"
+#include "writeback.h"
 
 namespace qgpu::simt {
 namespace {
@@ -35,10 +36,10 @@ constexpr double kChoiceAlpha = 1;
 // units of the fields' normalized value.
 constexpr double kMergedChoiceAlpha = 16;
 // ... and the fields are amplified in the circuit's last layer (build_successor's
-// choice_gain): at ±128·u they make up most of the residual the base's layers add to,
-// so after the final norm each reads about ±sqrt(hidden / fields) instead of ±1 and
-// what the base adds moves the logits 128 times less than it would at ±u.
-constexpr int kMergedChoiceGain = 128;
+// choice_gain, circuit::kMergedChoiceGain): at ±gain·u they make up almost all of the
+// residual the base's layers add to, so after the final norm each reads about
+// ±sqrt(hidden / fields) and what the base adds moves the logits gain times less than it
+// would at ±u.
 
 // The machine's circuit, compiled once per process.
 struct CompiledMachine {
@@ -61,7 +62,7 @@ sdk::Expected<std::unique_ptr<CompiledMachine>> build_compiled(const sdk::ModelR
   x->merged = merged;
   say(o, "circuit: building the machine");
   auto t0 = Clock::now();
-  auto m = circuit::build_machine(x->c, merged ? kMergedChoiceGain : 1);
+  auto m = circuit::build_machine(x->c, merged ? circuit::kMergedChoiceGain : 1);
   if (!m) return m.status().with_context("building the machine's circuit");
   x->m = std::move(*m);
   const circuit::NextToken* next = &x->m.sequencer.next;
@@ -74,6 +75,13 @@ sdk::Expected<std::unique_ptr<CompiledMachine>> build_compiled(const sdk::ModelR
              " at hidden " + std::to_string(target.shapes.hidden_size));
   t0 = Clock::now();
   auto cc = weights::compile(x->c, target);
+  if (!cc && merged && cc.status().code() == sdk::ErrorCode::kLimitExceeded)
+    return cc.status().with_context("the machine does not fit the base's layer shapes (hidden " +
+                                    std::to_string(target.shapes.hidden_size) + ", MLP " +
+                                    std::to_string(target.shapes.intermediate_size) + ", " +
+                                    std::to_string(target.shapes.linear_num_value_heads) +
+                                    " value heads; Qwen3.5-2B's shapes and larger fit, with the mute direction's " +
+                                    std::to_string(target.mute_width) + " channels)");
   if (!cc) return cc.status().with_context("compiling the machine's circuit");
   x->cc = std::move(*cc);
   x->compile_s = seconds_since(t0);
@@ -108,8 +116,11 @@ sdk::Expected<const CompiledMachine*> compiled_machine(const sdk::ModelRunOption
   if (merged) {
     target.shapes = o.model->shapes();
     target.mute_channel = true;
+    target.mute_width = o.model->mute_width();
   }
-  auto same = [&](const Entry& e) { return e.merged == merged && e.target.shapes == target.shapes; };
+  auto same = [&](const Entry& e) {
+    return e.merged == merged && e.target.shapes == target.shapes && e.target.mute_width == target.mute_width;
+  };
   std::lock_guard<std::mutex> lock(mu);
   for (const Entry& e : cache) {
     if (!same(e)) continue;
@@ -145,7 +156,13 @@ sdk::Status merge_machine(const CompiledMachine& x, sdk::ModelHost& host, const 
   QGPU_RETURN_IF_ERROR(host.merge(x.cc, rows));
   char line[96];
   std::snprintf(line, sizeof line, " (%.1f s)", seconds_since(t0));
-  say(o, "model: " + host.describe() + line);
+  // describe(): a line on the merge, then the silence certificate and the choice placement.
+  std::string lines = host.describe();
+  for (std::size_t start = 0, first = 1; start <= lines.size(); first = 0) {
+    const std::size_t end = std::min(lines.find('\n', start), lines.size());
+    say(o, "model: " + lines.substr(start, end - start) + (first ? line : ""));
+    start = end + 1;
+  }
   return sdk::Status::ok();
 }
 

@@ -125,7 +125,7 @@ const Rig& rig() {
   return *r;
 }
 
-constexpr int kGain = 128;  // the merged machine's choice gain
+constexpr int kGain = circuit::kMergedChoiceGain;  // the merged machine's choice gain
 const Rig& gained_rig() {
   static const Rig* r = new Rig(kGain);
   return *r;

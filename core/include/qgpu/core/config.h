@@ -28,16 +28,16 @@ inline constexpr int kConfigVersion = 1;
 
 struct SourceLocation {
   std::string file;
-  int line = 0;    // 1-based; 0 = unknown
-  int column = 0;  // 1-based; 0 = unknown
+  int line = 0;             // 1-based; 0 = unknown
+  int column = 0;           // 1-based; 0 = unknown
   std::string str() const;  // "file:line:col"
 };
 
 // A plugin setting as written in the file, before the plugin's table is applied.
 struct ConfigSetting {
   std::string key;
-  std::string text;       // scalar text ("" for non-scalars)
-  std::string node_kind;  // "scalar", "sequence", "mapping" or "null"
+  std::string text;          // scalar text ("" for non-scalars)
+  std::string node_kind;     // "scalar", "sequence", "mapping" or "null"
   SourceLocation where;      // of the value (of the key when the value is empty)
   SourceLocation key_where;  // of the key
 };
@@ -78,8 +78,7 @@ sdk::Expected<Config> parse_config(const std::string& text, const std::filesyste
 // missing required keys. Fills in defaults; resolves paths against `base_dir`.
 sdk::Expected<sdk::Options> resolve_options(const std::vector<QgpuOptionSpec>& specs,
                                             const std::vector<ConfigSetting>& settings,
-                                            const std::filesystem::path& base_dir,
-                                            const std::string& section_label,
+                                            const std::filesystem::path& base_dir, const std::string& section_label,
                                             const SourceLocation& section_where);
 
 // The plugin's defaults alone (for a plugin that no config section selects).

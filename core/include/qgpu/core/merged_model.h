@@ -7,15 +7,18 @@
 //   -> the base's layers, final norm (unchanged, through BaseModel's pieces)
 //   -> logits = [base lm_head rows ; record unembedding rows] (untied)
 //
-// Silence on text: the circuit is compiled with weights::Target::mute_channel,
-// which puts a gain of 2^100 on one residual channel in every MLP gate, beta
-// and z. The merge searches the base's embedding for a channel on which every
-// text row has one strict sign and moves the circuit's mute channel there (a
-// transposition of two residual channels, applied to every circuit weight and
-// record row: exact), flipping the gain's sign for a positive channel. On a
-// text token every circuit switch is then far below zero: every circuit layer
-// adds exactly ±0 and writes no state, so text-only logits equal the base's bit
-// for bit. Record rows must be exactly 0 on the mute channel.
+// Silence on text (qgpu/core/silence.h): the circuit is compiled with a mute
+// channel (weights::Target::mute_channel) carrying one gain in every MLP gate,
+// beta, decay and z, and a few channels left free. The merge finds a direction
+// d over up to that many base channels on which every embedding row lies
+// strictly on the negative side, certifies it row by row, and spreads the gain
+// over it; then permutes the circuit's channels (qgpu/core/channel_plan.h: the
+// free ones onto the direction's, the next token's fields onto well-behaved
+// base channels; exact). On a certified text row every circuit switch is far
+// below zero: every circuit layer adds exactly ±0 and writes no state, so
+// text-only logits equal the base's bit for bit. Where no direction separates
+// every row (an isotropic table) the merge still succeeds — a launch holds only
+// record tokens and needs no silence — and says which rows leak.
 #pragma once
 
 #include <cstdint>
@@ -26,7 +29,9 @@
 #include <string>
 #include <vector>
 
+#include "qgpu/core/channel_plan.h"
 #include "qgpu/core/host.h"
+#include "qgpu/core/silence.h"
 #include "qgpu/sdk/base_model.h"
 #include "qgpu/sdk/machine.h"
 #include "qgpu/sdk/tensor_backend.h"
@@ -37,22 +42,6 @@
 
 namespace qgpu::core {
 
-// The result of the mute-channel search over the text rows of an embedding.
-struct ChannelSearch {
-  std::int64_t channel = -1;        // best channel: fewest violating rows, then the largest normalized margin
-  int sign = 0;                     // -1: text rows negative there, +1: positive
-  std::int64_t rows = 0;            // text rows searched, [0, rows)
-  std::int64_t violating = 0;       // rows that are not strictly of that sign on `channel`
-  std::int64_t worst_row = -1;      // the row closest to (or furthest past) zero on `channel`
-  double worst = 0;                 // its value there
-  double worst_normalized = 0;      // sign · value / rms(row): what the circuit's RMSNorm sees (> 0 is good)
-  std::int64_t clean_channels = 0;  // channels with no violating row
-  std::string to_string() const;
-};
-
-// Searches rows [0, rows) of an [rows, H] row-major matrix (f32) for the mute channel.
-ChannelSearch search_mute_channel(std::span<const float> embedding, std::int64_t rows, std::int64_t hidden);
-
 struct MergeInputs {
   // Compiled with Target::mute_channel at the base's layer shapes (hidden size,
   // heads, MLP width); every layer is linear_attention.
@@ -60,14 +49,23 @@ struct MergeInputs {
   // The record rows (sdk::RecordRows; record i is token id base_rows + i): the embedding
   // is called for every row here when the circuit runs dense, else as record tokens arrive.
   sdk::RecordRows records;
-  // Embedding rows that are text (searched for the mute channel); 0: the tokenizer's ids.
+  // Embedding rows that can appear in text (the mute direction is certified on them);
+  // 0: every embedding row (the sampler may choose any logit row).
   std::int64_t text_rows = 0;
+  // Measure the base's channels: the final norm's scales 1 + w (the record unembedding is
+  // divided by them, in fp32: the dense path's bf16 head then rounds those weights) and what
+  // its layers add on probe tokens (the choice fields go to channels with large |1 + w| and
+  // no massive activation), and the choice guard runs (MergedForward::circuit_margin ...).
+  // Off: no compensation, no guard, the choice fields keep their order (a stand-in head that
+  // must stay exact in bf16).
+  bool profile_base = true;
   // Text in the conv window: a Gated DeltaNet value channel that reads an earlier
   // token through the conv1d (weights::Circuit::previous) would carry a text
   // token's values into a circuit token's state and residual. With this on, the
   // merge adds the mute gain to every such channel, so an earlier text token
   // reads as 0 there, as a fresh state does (exact: records are 0 on the mute
-  // channel). The weight compiler does not emit this yet.
+  // channel). The weight compiler already mutes the value rows of ports that do not read;
+  // this adds the rest.
   bool mute_window = true;
   // Runs the circuit layers on the host with weights::ReferenceModel over their sparse
   // weights instead of dense on the backend: the same residual bit for bit (the reference
@@ -100,7 +98,8 @@ struct MergeCost {
   std::int64_t unembedding_rows = 0;
   std::int64_t window_channels = 0;  // value channels muted for text in the conv window
   std::int64_t uploaded_bytes = 0;   // circuit layers + record tables, in the backend's dtype
-  double search_seconds = 0;
+  double search_seconds = 0;         // the mute direction: search and certificate
+  double profile_seconds = 0;        // the base's final-norm scales and probe perturbations
   double upload_seconds = 0;
 };
 
@@ -111,6 +110,14 @@ struct MergedForward {
   // With ForwardOptions::circuit_residual: the residual after the circuit layers,
   // [T, H] in the merged channel order (circuit_order() maps a row back).
   std::vector<float> circuit_residual;
+  // The choice guard, per logits row (with record unembedding rows): the record rows'
+  // logits from the circuit's residual alone (C = U·h_circuit / rms(h_final)) pick a
+  // winner with margin `circuit_margin`; the model's record logits L differ from C by at
+  // most `deviation` (what the base's layers and the roundings added). When deviation <
+  // circuit_margin / 2 the model's best record row is the circuit's, whatever the base did.
+  std::vector<double> circuit_margin, deviation;
+  std::vector<std::int64_t> circuit_choice;  // the circuit's winner (record row index)
+  std::vector<std::int64_t> model_choice;    // the record row with the model's largest record logit
 };
 
 struct ForwardOptions {
@@ -120,8 +127,8 @@ struct ForwardOptions {
 
 class MergedModel {
  public:
-  // Finds the mute channel (refusing with the search result when no channel is
-  // clean), permutes and uploads the circuit layers and record tables. `base`
+  // Finds and certifies the mute direction, measures the base's channels, permutes
+  // and uploads the circuit layers and record tables. `base`
   // (loaded into `backend`) and `backend` must outlive the merged model; the
   // merged model drives the base's sequence state (forward/reset).
   static sdk::Expected<std::unique_ptr<MergedModel>> create(sdk::BaseModel& base, const sdk::ModelInfo& info,
@@ -131,7 +138,9 @@ class MergedModel {
   std::int64_t base_rows() const { return base_rows_; }  // text ids: [0, base_rows)
   std::int64_t vocab_rows() const { return base_rows_ + records_; }
   std::int64_t logit_columns() const { return base_rows_ + unembedding_rows_; }
-  const ChannelSearch& mute() const { return search_; }
+  const SilenceCertificate& silence() const { return silence_; }
+  const ChoicePlacement& placement() const { return placement_; }
+  const ChannelMap& channels() const { return map_; }
   // The circuit layers as run (with the conv-window mute), in the circuit's channel order:
   // weights::ReferenceModel over these, fed circuit_order() rows, is the merged circuit's reference.
   const std::vector<weights::Layer>& circuit_layers() const { return circuit_layers_; }
@@ -164,9 +173,11 @@ class MergedModel {
   sdk::TensorBackend* backend_;
   sdk::LayerShapes shapes_;
   std::int64_t base_rows_ = 0, records_ = 0, unembedding_rows_ = 0;
-  std::int64_t swap_a_ = 0, swap_b_ = 0;  // the transposition of channels
-  int mute_ = -1;                          // the circuit's mute channel (its own channel order)
-  ChannelSearch search_;
+  ChannelMap map_;         // circuit channel -> merged channel
+  int mute_ = -1;          // the circuit's mute channel (its own channel order)
+  std::vector<int> free_;  // the circuit's free channels (its own order), the mute channel first
+  SilenceCertificate silence_;
+  ChoicePlacement placement_;
   MergeCost cost_;
   std::vector<sdk::Handle<sdk::Tensor>> tensors_;
   std::vector<Layer> layers_;
@@ -175,15 +186,28 @@ class MergedModel {
   // With sparse_circuit: the record embedding, asked for row by row, and the record rows'
   // unembedding (merged channel order).
   std::function<sdk::Expected<std::vector<float>>(std::int64_t)> record_embedding_;
+  // The record unembedding in the merged channel order: `val` as the circuit built it (the
+  // choice guard's C) and `scaled` divided by the final norm's 1 + w (the model's logits).
   struct SparseHead {
     std::vector<std::int64_t> row_ptr;
     std::vector<std::int32_t> col;
-    std::vector<float> val;
+    std::vector<float> val, scaled;
   } sparse_head_;
+  std::vector<double> final_scale_;              // the base's final-norm 1 + w per merged channel (1 if not measured)
+  bool profiled_ = false;                        // MergeInputs::profile_base with record rows: compensated, guarded
   weights::DType dtype_ = weights::DType::kF32;  // the backend's, as the circuit layers run
   std::vector<std::vector<float>> states_;       // circuit_state()'s buffers
   sdk::Handle<sdk::Tensor> record_table_, record_head_;
 };
+
+// The mute direction over embedding rows [0, rows) of a loaded base (as the backend holds
+// them) and its certificate (find_mute_direction over at most `width` channels).
+sdk::Expected<SilenceCertificate> base_silence(sdk::BaseModel& base, sdk::TensorBackend& backend, std::int64_t hidden,
+                                               std::int64_t rows, std::int64_t width, const MuteBounds& bounds);
+
+// Channels a machine compiled for the merge leaves for the mute direction (the mute
+// channel and kMuteWidth - 1 free ones: weights::Target::mute_width).
+inline constexpr int kMuteWidth = 64;
 
 // sdk::ModelHost over a base and a backend (`run --engine model`): each merge()
 // replaces the merged model; forward() returns the last position's logits.
@@ -201,10 +225,19 @@ class MergeHost final : public sdk::ModelHost {
   void reset() override {
     if (merged_) merged_->reset();
   }
+  int mute_width() const override { return kMuteWidth; }
+  // The last position's logits; fails when the model's best record row is not the one the
+  // circuit's own fields choose (MergedForward::model_choice != circuit_choice): what the
+  // base's layers added changed the choice.
   sdk::Expected<std::vector<float>> forward(std::span<const std::int64_t> ids) override;
   sdk::Expected<weights::StateView> circuit_state() override;
   std::string describe() const override;
   MergedModel* merged() { return merged_.get(); }  // after merge()
+  // The largest deviation / (circuit margin / 2) over the guarded forwards since the merge: below 1
+  // the base could not have changed the choice whatever the details; above 1 the choice
+  // held at every token (or forward() failed) but with less to spare.
+  double guard_ratio() const { return guard_ratio_; }
+  std::int64_t guarded() const { return guarded_; }  // forwards whose last position was checked
 
  private:
   sdk::BaseModel* base_;
@@ -213,6 +246,8 @@ class MergeHost final : public sdk::ModelHost {
   bool sparse_ = false;
   const weights::CompiledCircuit* circuit_ = nullptr;  // of the last merge
   std::unique_ptr<MergedModel> merged_;
+  double guard_ratio_ = 0;
+  std::int64_t guarded_ = 0;
 };
 
 // The config's base loaded on its backend and a MergeHost over them (`run --engine model`,

@@ -97,8 +97,7 @@ auto guarded_call(std::string_view plugin, std::string_view what, Call&& call) -
   try {
     return call();
   } catch (const std::exception& e) {
-    return sdk::plugin_error("plugin '" + std::string(plugin) + "' threw from " + std::string(what) + ": " +
-                             e.what());
+    return sdk::plugin_error("plugin '" + std::string(plugin) + "' threw from " + std::string(what) + ": " + e.what());
   } catch (...) {
     return sdk::plugin_error("plugin '" + std::string(plugin) + "' threw a non-standard exception from " +
                              std::string(what));

@@ -532,9 +532,10 @@ sdk::Expected<NextToken> build_successor(Circuit& c, const WregPlan& wreg, const
                                          int choice_gain) {
   const int groups = static_cast<int>(sched.size());
   if (groups == 0) return sdk::invalid_argument("successor: no scheduler groups");
-  if (choice_gain < 1 || choice_gain > 128 || (choice_gain & (choice_gain - 1)) != 0)
+  if (choice_gain < 1 || choice_gain > kMaxChoiceGain || (choice_gain & (choice_gain - 1)) != 0 || choice_gain == 256)
     return sdk::invalid_argument("successor: choice gain " + std::to_string(choice_gain) +
-                                 " is not a power of two from 1 to 128");
+                                 " is not a power of two from 1 to 128 or from 512 to " +
+                                 std::to_string(kMaxChoiceGain));
   bool named_warps = false;
   for (const SchedGroup& g : sched) {
     if (g.lanes.size() != 4 || g.status.size() != 2 || g.block.size() != 5 || (!g.warp.empty() && g.warp.size() != 3))
@@ -589,10 +590,9 @@ sdk::Expected<NextToken> build_successor(Circuit& c, const WregPlan& wreg, const
     }
     // A SCHED header is group g's when its lanes (and the warp, where g names one) are g's.
     for (int g = 0; g < groups; ++g)
-      QGPU_RETURN_IF_ERROR(sched[g].warp.empty()
-                               ? equal_into(mb, sched[g].lanes, in.sched_lanes, (*gsel)[g])
-                               : equal_into(mb, concat(sched[g].lanes, sched[g].warp),
-                                            concat(in.sched_lanes, in.sched_warp), (*gsel)[g]));
+      QGPU_RETURN_IF_ERROR(sched[g].warp.empty() ? equal_into(mb, sched[g].lanes, in.sched_lanes, (*gsel)[g])
+                                                 : equal_into(mb, concat(sched[g].lanes, sched[g].warp),
+                                                              concat(in.sched_lanes, in.sched_warp), (*gsel)[g]));
     QGPU_RETURN_IF_ERROR(mb.commit(std::string(kOwner) + ".cur"));
   }
   Word wdata_in = in.wreg_lanes;
@@ -742,12 +742,17 @@ sdk::Expected<NextToken> build_successor(Circuit& c, const WregPlan& wreg, const
     }
   }
   if (choice_gain > 1) {
-    // b -> gain·b - (gain-1)/2 in bit units: the channel goes from ±u to ±gain·u.
+    // b -> gain·b - (gain-1)/2 in bit units: the channel goes from ±u to ±gain·u. The shift is
+    // -gain/2 + 1/2, written by two neurons so that every weight is exact in bf16 at any gain.
     const Word bits = choice_bits(t);
     mb.scale_writes(bits, choice_gain);
-    std::vector<Term> shift;
-    for (const Bit& b : bits) shift.push_back(Term{b, -(choice_gain - 1) / 2.0});
+    std::vector<Term> shift, half;
+    for (const Bit& b : bits) {
+      shift.push_back(Term{b, -choice_gain / 2.0});
+      half.push_back(Term{b, 1});
+    }
     mb.constant(shift);
+    mb.select({}, Affine{{}, 0.5}, half);  // silu(K)·0.5 / K: a second constant neuron, 1/2 per bit
   }
   QGPU_RETURN_IF_ERROR(mb.commit(std::string(kOwner) + ".next"));
   c.pop_enable();
@@ -756,9 +761,9 @@ sdk::Expected<NextToken> build_successor(Circuit& c, const WregPlan& wreg, const
 
 Word choice_bits(const NextToken& n) {
   Word all{n.wreg, n.wmem, n.sched, n.data, n.exec, n.sync, n.cta, n.halt, n.wmem_shared};
-  for (const Word* w : {&n.warp, &n.wreg_reg, &n.wreg_lanes, &n.wreg_format, &n.wmem_word, &n.wmem_count,
-                        &n.wmem_format, &n.sched_lanes, &n.sched_status, &n.sched_block, &n.exec_block,
-                        &n.exec_lanes, &n.cta_index, &n.data_value})
+  for (const Word* w :
+       {&n.warp, &n.wreg_reg, &n.wreg_lanes, &n.wreg_format, &n.wmem_word, &n.wmem_count, &n.wmem_format,
+        &n.sched_lanes, &n.sched_status, &n.sched_block, &n.exec_block, &n.exec_lanes, &n.cta_index, &n.data_value})
     all.insert(all.end(), w->begin(), w->end());
   all.push_back(n.one);
   Word out;

@@ -124,8 +124,8 @@ struct SuccessorIn {
   weights::Word wreg_reg, wreg_lanes, wreg_format;   // 4, 4, 2 bits
   weights::Word wmem_word, wmem_count, wmem_format;  // 9, 3, 2 bits
   weights::Word sched_lanes;                         // 4 bits
-  weights::Word sched_warp;                          // 3 bits: the SCHED header's warp (read where a group names its warp)
-  weights::Word warp;                                // 3 bits: the EXEC's warp (WREG and SCHED headers carry it)
+  weights::Word sched_warp;  // 3 bits: the SCHED header's warp (read where a group names its warp)
+  weights::Word warp;        // 3 bits: the EXEC's warp (WREG and SCHED headers carry it)
 };
 
 // The next token, one-hot over its kind, with the kind's fields.
@@ -153,12 +153,22 @@ weights::Word choice_bits(const NextToken& n);
 // values in ascending word order (WmemPlan::pos_value); wreg.slot[s].value and
 // wmem.pos_value are then not read. Without it they are taken from the plans.
 //
-// `choice_gain` (a power of two, 1 to 128) scales the NextToken fields: a bit is ±gain·u
-// instead of ±u on the tokens it is computed on (the same MLP writes gain × its value and
-// moves the placeholder by -(gain-1)/2, all bf16-exact up to 128). A merged model's
-// choice reads these fields after the base's layers and its final norm: amplified, they
-// dominate the residual there, so what the base adds hardly moves the logits. Nothing
-// in the circuit may read them after this (their normalized value is no longer 0/1).
+// `choice_gain` (a power of two, 1 to kMaxChoiceGain) scales the NextToken fields: a bit
+// is ±gain·u instead of ±u on the tokens it is computed on (the same MLP writes gain × its
+// value and moves the placeholder by -gain/2 + 1/2, every weight bf16-exact). A merged
+// model's choice reads these fields after the base's layers and its final norm:
+// amplified, they dominate the residual there, so what the base adds hardly moves the
+// logits. Nothing in the circuit may read them after this (their normalized value is no
+// longer 0/1).
+// The largest gain: the fields at ±2^18·u = ±2^21, every sum in the MLP's down projection
+// a multiple of u well inside fp32's exact integers. bf16 rounds the MLP's output
+// (gain ± 1)·u: exact up to 128; from 512 on it rounds to ±gain·u and the residual's sum
+// lands on ±gain·u exactly; at 256 it would end one u short (refused).
+inline constexpr int kMaxChoiceGain = 1 << 18;
+// The merged machine's gain (docs/MACHINE_CIRCUIT.md §5): the largest. On the stress base
+// (qgpu-synth-qwen35 --stress, whose layers add ~1.6e4 to every channel of a record token)
+// 128 let the base change the choice at the first token; 2^16 and 2^18 kept it.
+inline constexpr int kMergedChoiceGain = kMaxChoiceGain;
 sdk::Expected<NextToken> build_successor(weights::Circuit& c, const WregPlan& wreg, const WmemPlan& wmem,
                                          std::span<const SchedGroup> sched, const ControlNext& control,
                                          const SuccessorIn& in,
