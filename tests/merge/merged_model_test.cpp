@@ -1113,6 +1113,51 @@ TEST(Merge, ChoicePlacementCompensationAndGuard) {
   EXPECT_TRUE(refused);
 }
 
+// The base's sequences: independent of each other and of the model's own, forked and
+// restored by copy_sequence, truncated only back to 0 (Qwen3.5's Gated DeltaNet layers).
+TEST(BaseSequences, RunSideBySideForkRestoreAndTruncate) {
+  std::string why;
+  auto l = load("f32", why);
+  if (!l) GTEST_SKIP() << why;
+  sdk::BaseModel& base = *l->base;
+  const auto ids = prompt_ids(base, kPrompts[0], 24);
+  const std::span<const std::int64_t> first(ids.data(), 16), second(ids.data() + 16, 8);
+  const auto other = prompt_ids(base, kPrompts[1], 12);
+  // The reference: the model's own sequence, from empty.
+  base.reset();
+  const auto want_first = base.forward(first), want_second = base.forward(second);
+  ASSERT_TRUE(want_first && want_second);
+  base.reset();
+  auto must = [](auto e) {
+    EXPECT_TRUE(e.has_value()) << e.status().to_string();
+    return std::move(e).value();
+  };
+  sdk::Handle<sdk::Sequence> a = must(base.create_sequence()), b = must(base.create_sequence());
+  EXPECT_EQ(must(base.forward(*a, first)), *want_first);
+  EXPECT_TRUE(base.forward(*b, other).has_value());  // another sequence in between
+  EXPECT_TRUE(base.forward(other).has_value());      // and the model's own
+  sdk::Handle<sdk::Sequence> snapshot = must(base.create_sequence());
+  ASSERT_TRUE(base.copy_sequence(*a, *snapshot).is_ok());
+  EXPECT_EQ(snapshot->tokens(), 16);
+  EXPECT_EQ(must(base.forward(*a, second)), *want_second);
+  EXPECT_EQ(a->tokens(), 24);
+  // Restore: a back to 16 tokens continues as the first time; the snapshot is still there.
+  ASSERT_TRUE(base.copy_sequence(*snapshot, *a).is_ok());
+  EXPECT_EQ(a->tokens(), 16);
+  EXPECT_EQ(must(base.forward(*a, second)), *want_second);
+  EXPECT_EQ(must(base.forward(*snapshot, second)), *want_second);
+  // Truncation: the Gated DeltaNet layers keep no history.
+  const sdk::Status t = base.truncate_sequence(*a, 20);
+  EXPECT_EQ(t.code(), sdk::ErrorCode::kUnsupported);
+  EXPECT_EQ(t.message().rfind("the sequence cannot forget tokens 20..23: layer 0 is a Gated DeltaNet layer", 0), 0u)
+      << t.message();
+  EXPECT_EQ(a->tokens(), 24);
+  ASSERT_TRUE(base.truncate_sequence(*a, 0).is_ok());
+  EXPECT_EQ(a->tokens(), 0);
+  EXPECT_EQ(must(base.forward(*a, first)), *want_first);
+  EXPECT_EQ(base.truncate_sequence(*a, 17).message(), "the sequence holds 16 tokens, not 17");
+}
+
 // The base's forward in pieces (BaseModel::embed / run_layers / final_norm / lm_head) checks its inputs.
 TEST(Merge, BasePiecesNameBadInputs) {
   std::string why;

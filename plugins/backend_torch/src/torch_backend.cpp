@@ -298,6 +298,48 @@ sdk::Expected<sdk::Handle<sdk::LayerState>> TorchBackend::create_state() {
   return sdk::Handle<sdk::LayerState>(new TorchState(this));
 }
 
+sdk::Status TorchBackend::copy_state(const sdk::LayerState& from, sdk::LayerState& to) {
+  if (from.owner() != this || to.owner() != this)
+    return sdk::invalid_argument("copy_state: a state belongs to another backend");
+  if (&from == &to) return sdk::Status::ok();
+  const auto& a = static_cast<const TorchState&>(from);
+  auto& b = static_cast<TorchState&>(to);
+  auto clone = [](const at::Tensor& t) { return t.defined() ? t.clone() : at::Tensor(); };
+  auto result = guarded<bool>("copy_state", [&]() -> sdk::Expected<bool> {
+    ops::DeltaNetState delta_net{clone(a.delta_net.conv), clone(a.delta_net.recurrent)};
+    ops::KvCache kv;
+    kv.key_buffer = clone(a.kv.key_buffer);
+    kv.value_buffer = clone(a.kv.value_buffer);
+    kv.size = a.kv.size;
+    b.kind = a.kind;
+    b.tokens_ = a.tokens_;
+    b.delta_net = std::move(delta_net);
+    b.kv = std::move(kv);
+    return true;
+  });
+  return result.status();
+}
+
+sdk::Status TorchBackend::truncate_state(sdk::LayerState& state, std::int64_t tokens) {
+  if (state.owner() != this) return sdk::invalid_argument("truncate_state: the state belongs to another backend");
+  auto& s = static_cast<TorchState&>(state);
+  if (tokens < 0 || tokens > s.tokens_)
+    return sdk::invalid_argument("truncate_state: " + std::to_string(tokens) + " tokens, the state holds " +
+                                 std::to_string(s.tokens_));
+  if (tokens == s.tokens_ || s.kind == TorchState::Kind::kEmpty) return sdk::Status::ok();
+  if (tokens == 0) {
+    s.reset();
+    return sdk::Status::ok();
+  }
+  if (s.kind == TorchState::Kind::kDeltaNet)
+    return sdk::unsupported("truncate_state: a Gated DeltaNet state cannot forget tokens (" +
+                            std::to_string(s.tokens_) + " held, " + std::to_string(tokens) +
+                            " asked): restore a copy taken at that length");
+  s.kv.size = tokens;  // the buffers keep their capacity; the next append writes from here
+  s.tokens_ = tokens;
+  return sdk::Status::ok();
+}
+
 sdk::Expected<sdk::Handle<sdk::Tensor>> TorchBackend::embed(const sdk::Tensor& table,
                                                             std::span<const std::int64_t> ids) {
   Check check(this, "embed");

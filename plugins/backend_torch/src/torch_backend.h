@@ -31,6 +31,8 @@ class TorchBackend final : public sdk::TensorBackend {
   sdk::Status download(const sdk::Tensor& tensor, const sdk::TensorView& host) override;
   sdk::Status download_state(const sdk::LayerState& state, const sdk::TensorView& host) override;
   sdk::Expected<sdk::Handle<sdk::LayerState>> create_state() override;
+  sdk::Status copy_state(const sdk::LayerState& from, sdk::LayerState& to) override;
+  sdk::Status truncate_state(sdk::LayerState& state, std::int64_t tokens) override;
 
   sdk::Expected<sdk::Handle<sdk::Tensor>> embed(const sdk::Tensor& table, std::span<const std::int64_t> ids) override;
   sdk::Expected<sdk::Handle<sdk::Tensor>> rms_norm(const sdk::Tensor& x, const sdk::Tensor& weight,

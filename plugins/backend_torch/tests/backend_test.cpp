@@ -350,7 +350,8 @@ TEST(Consistency, KvCacheAcrossItsGrowth) {
     v.shape[0] = n;
     v.shape[1] = H;
     auto in = Harness::must(h.backend_.upload(v));
-    return h.download(*Harness::must(h.backend_.gated_attention(*in, h.attention_weights(layer), cfg.attention, state)));
+    return h.download(
+        *Harness::must(h.backend_.gated_attention(*in, h.attention_weights(layer), cfg.attention, state)));
   };
   auto whole = Harness::must(h.backend_.create_state());
   const std::vector<float> all = attend(*whole, 0, T);
@@ -364,11 +365,82 @@ TEST(Consistency, KvCacheAcrossItsGrowth) {
   }
   EXPECT_EQ(pieces->tokens(), T);
   const Diff d = compare(parts, all, H);
-  std::printf("  KV cache in pieces (250 single tokens, then 7 and 113 at a time) vs one prefill of %lld: max|diff| %.3g "
-              " max|ref| %.3g\n",
-              static_cast<long long>(T), d.max_abs, d.ref_max);
+  std::printf(
+      "  KV cache in pieces (250 single tokens, then 7 and 113 at a time) vs one prefill of %lld: max|diff| %.3g "
+      " max|ref| %.3g\n",
+      static_cast<long long>(T), d.max_abs, d.ref_max);
   EXPECT_GT(d.ref_max, 0);
   EXPECT_LE(d.relative(), kSelfConsistencyTol);
+}
+
+// copy_state and truncate_state: a copy continues exactly as the original does and is
+// independent of it; a truncated KV cache continues as if the dropped tokens never came; a
+// Gated DeltaNet state refuses to forget.
+TEST(Consistency, StatesCopyAndTruncate) {
+  Harness h("tiny", sdk::DType::kF32);
+  const auto cfg = h.golden_.config();
+  const int attention = 3, delta_net = 0;
+  ASSERT_EQ(cfg.layer_types[attention], "full_attention");
+  ASSERT_EQ(cfg.layer_types[delta_net], "linear_attention");
+  const std::int64_t T = 12, H = cfg.hidden_size;
+  std::vector<float> x(static_cast<std::size_t>(T * H));
+  std::uint32_t seed = 777;
+  for (float& v : x) {
+    seed = seed * 1664525u + 1013904223u;
+    v = static_cast<float>(static_cast<double>(seed >> 8) / (1 << 24) * 2 - 1);
+  }
+  auto rows = [&](std::int64_t begin, std::int64_t n) {
+    sdk::TensorView v;
+    v.data = x.data() + begin * H;
+    v.rank = 2;
+    v.shape[0] = n;
+    v.shape[1] = H;
+    return Harness::must(h.backend_.upload(v));
+  };
+  auto attend = [&](sdk::LayerState& state, std::int64_t begin, std::int64_t n) {
+    return h.download(*Harness::must(
+        h.backend_.gated_attention(*rows(begin, n), h.attention_weights(attention), cfg.attention, state)));
+  };
+  auto mix = [&](sdk::LayerState& state, std::int64_t begin, std::int64_t n) {
+    return h.download(*Harness::must(h.backend_.gated_delta_net(*rows(begin, n), h.delta_net_weights(delta_net),
+                                                                cfg.delta_net, state, sdk::DeltaRule::kRecurrent)));
+  };
+  for (bool linear : {false, true}) {
+    auto run = [&](sdk::LayerState& st, std::int64_t b, std::int64_t n) {
+      return linear ? mix(st, b, n) : attend(st, b, n);
+    };
+    auto a = Harness::must(h.backend_.create_state());
+    auto b = Harness::must(h.backend_.create_state());
+    run(*a, 0, 8);
+    ASSERT_TRUE(h.backend_.copy_state(*a, *b).is_ok());
+    EXPECT_EQ(b->tokens(), 8);
+    const std::vector<float> from_a = run(*a, 8, 2);
+    EXPECT_EQ(run(*b, 8, 2), from_a) << (linear ? "delta net" : "attention") << ": the copy continues as the original";
+    run(*a, 10, 2);  // the original moves on; the copy does not
+    EXPECT_EQ(b->tokens(), 10);
+    EXPECT_EQ(a->tokens(), 12);
+    if (linear) {
+      const sdk::Status st = h.backend_.truncate_state(*a, 9);
+      EXPECT_EQ(st.code(), sdk::ErrorCode::kUnsupported);
+      EXPECT_EQ(st.message(),
+                "truncate_state: a Gated DeltaNet state cannot forget tokens (12 held, 9 asked): restore a copy taken "
+                "at that length");
+      EXPECT_EQ(a->tokens(), 12);
+      EXPECT_TRUE(h.backend_.truncate_state(*a, 0).is_ok());
+      EXPECT_EQ(a->tokens(), 0);
+      continue;
+    }
+    // Attention: the cache back to 9 tokens, then tokens 9..11 again give what they gave the first time.
+    auto whole = Harness::must(h.backend_.create_state());
+    const std::vector<float> all = attend(*whole, 0, T);
+    ASSERT_TRUE(h.backend_.truncate_state(*a, 9).is_ok());
+    EXPECT_EQ(a->tokens(), 9);
+    const std::vector<float> again = attend(*a, 9, 3);
+    const std::vector<float> want(all.begin() + 9 * H, all.end());
+    const Diff d = compare(again, want, H);
+    EXPECT_LE(d.relative(), kSelfConsistencyTol);
+    EXPECT_EQ(h.backend_.truncate_state(*a, 13).message(), "truncate_state: 13 tokens, the state holds 12");
+  }
 }
 
 // ---------------------------------------------------------------------------

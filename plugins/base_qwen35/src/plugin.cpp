@@ -79,8 +79,22 @@ Qwen35Config stack_config(const TextConfig& t) {
   return c;
 }
 
+class Qwen35Base;
+
+// A sequence of one loaded Qwen35Base: its stack's per-layer states.
+class Qwen35Sequence final : public sdk::Sequence {
+ public:
+  Qwen35Sequence(const Qwen35Base* owner, Qwen35Stack::State state) : owner(owner), state(std::move(state)) {}
+  void release() noexcept override { delete this; }
+  std::int64_t tokens() const override { return state.tokens; }
+  const Qwen35Base* owner;
+  Qwen35Stack::State state;
+};
+
 class Qwen35Base final : public sdk::BaseModel {
  public:
+  using sdk::BaseModel::forward;
+  using sdk::BaseModel::run_layers;
   explicit Qwen35Base(const sdk::PluginContext& context)
       : checkpoint_option_(context.options.get_string("checkpoint").value()),
         enable_thinking_(context.options.get_bool("enable_thinking").value()),
@@ -229,10 +243,47 @@ class Qwen35Base final : public sdk::BaseModel {
   }
 
   sdk::Expected<std::vector<float>> forward(std::span<const std::int64_t> ids) override {
+    return forward_in(nullptr, ids);
+  }
+
+  sdk::Expected<sdk::Handle<sdk::Sequence>> create_sequence() override {
+    if (!stack_) return sdk::invalid_argument("create_sequence before load");
+    auto state = stack_->create_state();
+    if (!state) return state.error();
+    return sdk::Handle<sdk::Sequence>(new Qwen35Sequence(this, std::move(*state)));
+  }
+
+  sdk::Status copy_sequence(const sdk::Sequence& from, sdk::Sequence& to) override {
+    const Qwen35Sequence* a = ours(from);
+    Qwen35Sequence* b = ours(to);
+    if (a == nullptr || b == nullptr) return sdk::invalid_argument("copy_sequence: a sequence of another model");
+    return stack_->copy_state(a->state, b->state);
+  }
+
+  sdk::Status truncate_sequence(sdk::Sequence& sequence, std::int64_t tokens) override {
+    Qwen35Sequence* s = ours(sequence);
+    if (s == nullptr) return sdk::invalid_argument("truncate_sequence: a sequence of another model");
+    return stack_->truncate_state(s->state, tokens);
+  }
+
+  sdk::Expected<std::vector<float>> forward(sdk::Sequence& sequence, std::span<const std::int64_t> ids) override {
+    Qwen35Sequence* s = ours(sequence);
+    if (s == nullptr) return sdk::invalid_argument("forward: a sequence of another model");
+    return forward_in(&s->state, ids);
+  }
+
+  sdk::Expected<sdk::Handle<sdk::Tensor>> run_layers(sdk::Sequence& sequence, const sdk::Tensor& hidden) override {
+    Qwen35Sequence* s = ours(sequence);
+    if (s == nullptr) return sdk::invalid_argument("run_layers: a sequence of another model");
+    QGPU_RETURN_IF_ERROR(check_rows("run_layers", hidden));
+    return stack_->run_layers(hidden, sdk::DeltaRule::kAuto, nullptr, &s->state);
+  }
+
+  sdk::Expected<std::vector<float>> forward_in(Qwen35Stack::State* state, std::span<const std::int64_t> ids) {
     if (!stack_) return sdk::invalid_argument("forward before load");
     if (ids.empty()) return sdk::invalid_argument("forward needs at least one token");
     QGPU_RETURN_IF_ERROR(check_ids(ids));
-    auto logits = stack_->forward(ids, /*all_logits=*/false);
+    auto logits = stack_->forward(ids, /*all_logits=*/false, sdk::DeltaRule::kAuto, nullptr, state);
     if (!logits) return logits.error();
     std::vector<float> out(static_cast<std::size_t>((*logits)->dim((*logits)->rank() - 1)));
     auto view = sdk::make_view(out.data(), sdk::DType::kF32, {1, static_cast<std::int64_t>(out.size())});
@@ -271,6 +322,12 @@ class Qwen35Base final : public sdk::BaseModel {
   }
 
  private:
+  // `s` as this model's own sequence type, or nullptr.
+  Qwen35Sequence* ours(const sdk::Sequence& s) const {
+    auto* q = dynamic_cast<const Qwen35Sequence*>(&s);
+    return q != nullptr && q->owner == this && stack_ ? const_cast<Qwen35Sequence*>(q) : nullptr;
+  }
+
   sdk::Status check_ids(std::span<const std::int64_t> ids) const {
     for (std::int64_t id : ids) {
       if (id < 0 || id >= vocab_rows_) {

@@ -43,13 +43,53 @@ sdk::Expected<Qwen35Stack> Qwen35Stack::create(sdk::TensorBackend& backend, cons
     layer.mlp = {get(p + "mlp.gate_proj.weight"), get(p + "mlp.up_proj.weight"), get(p + "mlp.down_proj.weight")};
     layer.input_norm = get(p + "input_layernorm.weight");
     layer.post_norm = get(p + "post_attention_layernorm.weight");
-    auto state = backend.create_state();
-    if (!state) return state.error();
-    layer.state = std::move(state).value();
     stack.layers_.push_back(std::move(layer));
   }
   if (!missing.empty()) return sdk::not_found("Qwen3.5 weight '" + missing + "' is missing");
+  auto own = stack.create_state();
+  if (!own) return own.error();
+  stack.own_ = std::move(*own);
   return stack;
+}
+
+sdk::Expected<Qwen35Stack::State> Qwen35Stack::create_state() const {
+  State state;
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    auto layer = backend_->create_state();
+    if (!layer) return layer.error();
+    state.layers.push_back(std::move(*layer));
+  }
+  return state;
+}
+
+sdk::Status Qwen35Stack::copy_state(const State& from, State& to) const {
+  if (from.layers.size() != layers_.size() || to.layers.size() != layers_.size())
+    return sdk::invalid_argument("copy_state: a sequence state of another stack");
+  for (std::size_t i = 0; i < layers_.size(); ++i)
+    QGPU_RETURN_IF_ERROR(
+        backend_->copy_state(*from.layers[i], *to.layers[i]).with_context("layer " + std::to_string(i)));
+  to.tokens = from.tokens;
+  return sdk::Status::ok();
+}
+
+sdk::Status Qwen35Stack::truncate_state(State& state, std::int64_t tokens) const {
+  if (state.layers.size() != layers_.size())
+    return sdk::invalid_argument("truncate_state: a sequence state of another stack");
+  if (tokens < 0 || tokens > state.tokens)
+    return sdk::invalid_argument("the sequence holds " + std::to_string(state.tokens) + " tokens, not " +
+                                 std::to_string(tokens));
+  if (tokens == state.tokens) return sdk::Status::ok();
+  if (tokens > 0)  // all or nothing: a Gated DeltaNet layer refuses before any layer changes
+    for (std::size_t i = 0; i < layers_.size(); ++i)
+      if (layers_[i].linear)
+        return sdk::unsupported("the sequence cannot forget tokens " + std::to_string(tokens) + ".." +
+                                std::to_string(state.tokens - 1) + ": layer " + std::to_string(i) +
+                                " is a Gated DeltaNet layer, whose state keeps no history (copy the sequence at that "
+                                "length and restore the copy instead)");
+  for (std::size_t i = 0; i < layers_.size(); ++i)
+    QGPU_RETURN_IF_ERROR(backend_->truncate_state(*state.layers[i], tokens).with_context("layer " + std::to_string(i)));
+  state.tokens = tokens;
+  return sdk::Status::ok();
 }
 
 #define QGPU_TRY_ASSIGN(lhs, expr)        \
@@ -64,16 +104,22 @@ sdk::Expected<sdk::Handle<sdk::Tensor>> Qwen35Stack::embed(std::span<const std::
 }
 
 sdk::Expected<sdk::Handle<sdk::Tensor>> Qwen35Stack::run_layers(const sdk::Tensor& input, sdk::DeltaRule rule,
-                                                                std::vector<sdk::Handle<sdk::Tensor>>* hidden) {
+                                                                std::vector<sdk::Handle<sdk::Tensor>>* hidden,
+                                                                State* state) {
   auto& be = *backend_;
+  State& seq = state != nullptr ? *state : own_;
+  if (seq.layers.size() != layers_.size())
+    return sdk::invalid_argument("run_layers: a sequence state of another stack");
   sdk::Handle<sdk::Tensor> h, x, mixed;
   const sdk::Tensor* in = &input;
-  for (auto& layer : layers_) {
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    const Layer& layer = layers_[i];
+    sdk::LayerState& layer_state = *seq.layers[i];
     QGPU_TRY_ASSIGN(x, be.rms_norm(*in, *layer.input_norm, config_.rms_norm_eps));
     if (layer.linear) {
-      QGPU_TRY_ASSIGN(mixed, be.gated_delta_net(*x, layer.delta_net, config_.delta_net, *layer.state, rule));
+      QGPU_TRY_ASSIGN(mixed, be.gated_delta_net(*x, layer.delta_net, config_.delta_net, layer_state, rule));
     } else {
-      QGPU_TRY_ASSIGN(mixed, be.gated_attention(*x, layer.attention, config_.attention, *layer.state));
+      QGPU_TRY_ASSIGN(mixed, be.gated_attention(*x, layer.attention, config_.attention, layer_state));
     }
     QGPU_TRY_ASSIGN(h, be.add(*in, *mixed));
     QGPU_TRY_ASSIGN(x, be.rms_norm(*h, *layer.post_norm, config_.rms_norm_eps));
@@ -86,7 +132,7 @@ sdk::Expected<sdk::Handle<sdk::Tensor>> Qwen35Stack::run_layers(const sdk::Tenso
       hidden->push_back(std::move(copy));
     }
   }
-  tokens_ += input.dim(0);
+  seq.tokens += input.dim(0);
   if (!h) return be.rows(input, 0, input.dim(0));  // no layers: the input, as a tensor of our own
   return h;
 }
@@ -101,19 +147,20 @@ sdk::Expected<sdk::Handle<sdk::Tensor>> Qwen35Stack::lm_head(const sdk::Tensor& 
 
 sdk::Expected<sdk::Handle<sdk::Tensor>> Qwen35Stack::forward(std::span<const std::int64_t> ids, bool all_logits,
                                                              sdk::DeltaRule rule,
-                                                             std::vector<sdk::Handle<sdk::Tensor>>* hidden) {
+                                                             std::vector<sdk::Handle<sdk::Tensor>>* hidden,
+                                                             State* state) {
   auto& be = *backend_;
   sdk::Handle<sdk::Tensor> h, x;
   QGPU_TRY_ASSIGN(h, embed(ids));
-  QGPU_TRY_ASSIGN(h, run_layers(*h, rule, hidden));
+  QGPU_TRY_ASSIGN(h, run_layers(*h, rule, hidden, state));
   if (!all_logits) QGPU_TRY_ASSIGN(h, be.rows(*h, h->dim(0) - 1, h->dim(0)));
   QGPU_TRY_ASSIGN(x, final_norm(*h));
   return lm_head(*x);
 }
 
 void Qwen35Stack::reset() {
-  for (auto& layer : layers_) layer.state->reset();
-  tokens_ = 0;
+  for (auto& layer : own_.layers) layer->reset();
+  own_.tokens = 0;
 }
 
 }  // namespace qgpu::qwen35

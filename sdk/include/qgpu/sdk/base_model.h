@@ -55,6 +55,20 @@ struct ChatTurn {
   std::string content;
 };
 
+// One sequence of a base model: every layer's state (Gated DeltaNet conv windows and
+// recurrent states, attention KV caches) and the tokens it has consumed. Made by
+// BaseModel::create_sequence of one loaded model; several run side by side on the same
+// weights (a chat and a launch). release() destroys it in the plugin that made it; it must
+// not outlive that model.
+class QGPU_SDK_API Sequence {
+ public:
+  virtual void release() noexcept = 0;
+  virtual std::int64_t tokens() const = 0;  // the position of the next token
+
+ protected:
+  ~Sequence() = default;
+};
+
 class QGPU_SDK_API BaseModel : public Plugin {
  public:
   using Interface = BaseModel;
@@ -98,6 +112,24 @@ class QGPU_SDK_API BaseModel : public Plugin {
   virtual Expected<Handle<Tensor>> final_norm(const Tensor& hidden) { return not_available("the base's final norm"); }
   // Logits [T, vocab_size] of final-normed rows (the lm_head; the embedding when tied).
   virtual Expected<Handle<Tensor>> lm_head(const Tensor& normed) { return not_available("the base's lm_head"); }
+
+  // --- Sequences (after load). forward(ids), run_layers(hidden) and reset() above use the
+  // model's own sequence; these take one of create_sequence()'s. A fork, a snapshot and a
+  // restore are all copy_sequence (from a sequence into one that was created for it).
+  virtual Expected<Handle<Sequence>> create_sequence() { return not_available("sequences"); }
+  // `to` becomes an independent copy of `from` (both made by this model).
+  virtual Status copy_sequence(const Sequence& from, Sequence& to) { return not_available("sequences"); }
+  // Forgets the tokens at positions >= `tokens`. Only where every layer can: attention
+  // caches can, a Gated DeltaNet state keeps no history (then only back to 0; restore a copy
+  // taken at that length instead). Nothing changes on an error.
+  virtual Status truncate_sequence(Sequence& sequence, std::int64_t tokens) { return not_available("sequences"); }
+  // forward() and run_layers() continuing `sequence`.
+  virtual Expected<std::vector<float>> forward(Sequence& sequence, std::span<const std::int64_t> ids) {
+    return not_available("sequences");
+  }
+  virtual Expected<Handle<Tensor>> run_layers(Sequence& sequence, const Tensor& hidden) {
+    return not_available("sequences");
+  }
 };
 
 }  // namespace qgpu::sdk

@@ -165,6 +165,14 @@ class QGPU_SDK_API TensorBackend : public Plugin {
   // (f32 or bf16; converted as needed).
   virtual Status download(const Tensor& tensor, const TensorView& host) { return not_available("download"); }
   virtual Expected<Handle<LayerState>> create_state() { return not_available("layer state"); }
+  // `to` becomes an independent copy of `from` (both made by this backend): its kind, its
+  // tokens and every tensor (a Gated DeltaNet layer's conv window and recurrent state, an
+  // attention layer's KV cache). What sequences fork, snapshot and restore with.
+  virtual Status copy_state(const LayerState& from, LayerState& to) { return not_available("state copy"); }
+  // Drops what the state holds of the tokens at positions >= `tokens`: an attention layer's
+  // KV cache can; a Gated DeltaNet layer's state cannot forget (an error unless `tokens` is
+  // what it holds: restore a copy instead); an empty state is left as it is.
+  virtual Status truncate_state(LayerState& state, std::int64_t tokens) { return not_available("state truncation"); }
   // Copies a Gated DeltaNet layer's recurrent state S out into caller-owned f32 host
   // memory [value heads, dk, dv] (HF's recurrent_state without the batch axis: row i of
   // head h is what the one-hot key e_i retrieves); an error for an empty or attention state.

@@ -30,28 +30,47 @@ using WeightLookup = std::function<const sdk::Tensor*(const std::string& name)>;
 
 class Qwen35Stack {
  public:
+  // A sequence's state: every layer's (Gated DeltaNet conv window and recurrent state, or
+  // attention KV cache) and the tokens it has consumed. The stack has one of its own (the
+  // calls without a state use it); create_state() makes more, which run side by side.
+  struct State {
+    std::vector<sdk::Handle<sdk::LayerState>> layers;
+    std::int64_t tokens = 0;
+  };
+
   // Resolves every weight the config needs; an error names the first missing one.
   static sdk::Expected<Qwen35Stack> create(sdk::TensorBackend& backend, const Qwen35Config& config,
                                            const WeightLookup& weights);
 
+  // A new, empty sequence state for this stack.
+  sdk::Expected<State> create_state() const;
+  // `to` becomes a copy of `from` (a fork, a snapshot or a restore).
+  sdk::Status copy_state(const State& from, State& to) const;
+  // Forgets the tokens at positions >= `tokens` (sdk::TensorBackend::truncate_state: the
+  // attention layers can; a Gated DeltaNet layer only back to 0). Nothing changes on an error.
+  sdk::Status truncate_state(State& state, std::int64_t tokens) const;
+
   // Runs `ids` after the tokens already seen. Returns logits [T, vocab] (or
   // [1, vocab] for the last position when all_logits is false), in the
   // compute dtype. With `hidden`, appends each layer's output [T, H].
+  // `state`: the sequence to continue (nullptr: the stack's own).
   sdk::Expected<sdk::Handle<sdk::Tensor>> forward(std::span<const std::int64_t> ids, bool all_logits,
                                                   sdk::DeltaRule rule = sdk::DeltaRule::kAuto,
-                                                  std::vector<sdk::Handle<sdk::Tensor>>* hidden = nullptr);
+                                                  std::vector<sdk::Handle<sdk::Tensor>>* hidden = nullptr,
+                                                  State* state = nullptr);
   // forward() in pieces (the same backend calls in the same order, so the
   // composition is bit-identical): embedding rows [T, H]; every decoder layer
   // on a [T, H] residual, continuing the sequence (with `hidden`, each layer's
   // output is appended); the final norm; the lm_head.
   sdk::Expected<sdk::Handle<sdk::Tensor>> embed(std::span<const std::int64_t> ids);
   sdk::Expected<sdk::Handle<sdk::Tensor>> run_layers(const sdk::Tensor& h, sdk::DeltaRule rule = sdk::DeltaRule::kAuto,
-                                                     std::vector<sdk::Handle<sdk::Tensor>>* hidden = nullptr);
+                                                     std::vector<sdk::Handle<sdk::Tensor>>* hidden = nullptr,
+                                                     State* state = nullptr);
   sdk::Expected<sdk::Handle<sdk::Tensor>> final_norm(const sdk::Tensor& h);
   sdk::Expected<sdk::Handle<sdk::Tensor>> lm_head(const sdk::Tensor& normed);
-  // Forget the sequence (every layer state back to empty).
+  // Forget the stack's own sequence (every layer state back to empty).
   void reset();
-  std::int64_t tokens() const { return tokens_; }
+  std::int64_t tokens() const { return own_.tokens; }
 
  private:
   struct Layer {
@@ -61,7 +80,6 @@ class Qwen35Stack {
     sdk::DeltaNetWeights delta_net;
     sdk::AttentionWeights attention;
     sdk::MlpWeights mlp;
-    sdk::Handle<sdk::LayerState> state;
   };
 
   Qwen35Stack(sdk::TensorBackend& backend, Qwen35Config config) : backend_(&backend), config_(std::move(config)) {}
@@ -72,7 +90,7 @@ class Qwen35Stack {
   const sdk::Tensor* final_norm_ = nullptr;
   const sdk::Tensor* lm_head_ = nullptr;
   std::vector<Layer> layers_;
-  std::int64_t tokens_ = 0;
+  State own_;
 };
 
 }  // namespace qgpu::qwen35
