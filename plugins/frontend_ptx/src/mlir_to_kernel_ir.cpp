@@ -1,7 +1,7 @@
 // Stage 4 of the frontend: MLIR (llvm + nvvm + cf, after the cleanup pipeline) -> KernelIR, one kernel
-// at a time. Each MLIR op maps to one KernelIR instruction (the table in docs/FRONTEND.md); pointer
-// casts and `extractvalue [0]` are transparent; the `__qgpu_ptx_*` helper calls (mlir_conventions.h)
-// become the opcodes they stand for.
+// at a time. Each MLIR op becomes one KernelIR instruction (the table in docs/FRONTEND.md; a 64-bit
+// shift by a register also zero-extends its amount); pointer casts and `extractvalue [0]` are
+// transparent; the `__qgpu_ptx_*` helper calls (mlir_conventions.h) become the opcodes they stand for.
 #include "mlir_to_kernel_ir.h"
 
 #include <cstdint>

@@ -22,6 +22,7 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
 #include "mlir_to_kernel_ir.h"
 #include "passes.h"
 #include "ptx_ast.h"
@@ -38,6 +39,32 @@ std::string print_module(mlir::ModuleOp module) {
   llvm::raw_string_ostream os(text);
   module.print(os);
   return os.str();
+}
+
+// A textual pipeline in mlir-opt's syntax, anchored on builtin.module, into `pm` (anchored there too);
+// MLIR's first error line, without its position, becomes the message.
+sdk::Status parse_pass_pipeline(const std::string& text, mlir::PassManager& pm) {
+  register_passes();
+  std::string error;
+  llvm::raw_string_ostream os(error);
+  auto fail = [&]() {
+    os.flush();
+    std::string message = error.substr(0, error.find('\n'));
+    if (auto at = message.find(": error: "); at != std::string::npos) message = message.substr(at + 9);
+    return sdk::invalid_argument("invalid pass pipeline '" + text + "'" + (message.empty() ? "" : ": " + message));
+  };
+  // The anchored form checks the anchor and every name; the passes then go into `pm` without it, as
+  // MLIR 16's own anchored parser does.
+  const llvm::StringRef trimmed = llvm::StringRef(text).trim();
+  auto anchored = mlir::parsePassPipeline(trimmed, os);
+  if (mlir::failed(anchored)) return fail();
+  if (anchored->getOpAnchorName() != mlir::ModuleOp::getOperationName()) {
+    os << "the pipeline runs on '" << anchored->getOpAnchorName() << "', expected 'builtin.module(...)'";
+    return fail();
+  }
+  const llvm::StringRef inner = trimmed.drop_front(trimmed.find('(') + 1).drop_back();
+  if (mlir::failed(mlir::parsePassPipeline(inner, pm, os))) return fail();
+  return sdk::Status::ok();
 }
 
 }  // namespace
@@ -79,7 +106,15 @@ sdk::Expected<PipelineResult> compile_ptx(const std::string& text, const std::st
   }
   if (options.run_passes) {
     mlir::PassManager pm(&ctx);
-    build_cleanup_pipeline(pm, CleanupPipelineOptions());
+    if (options.pass_pipeline.empty()) {
+      build_cleanup_pipeline(pm, CleanupPipelineOptions());
+    } else {
+      QGPU_RETURN_IF_ERROR(parse_pass_pipeline(options.pass_pipeline, pm));
+    }
+    if (options.keep_pass_pipeline) {
+      llvm::raw_string_ostream os(result.pass_pipeline);
+      pm.printAsTextualPipeline(os);
+    }
     if (mlir::failed(pm.run(*module))) return sdk::internal_error(path + ": MLIR passes failed: " + diagnostics);
   }
   if (options.keep_final_mlir) result.final_mlir = print_module(*module);

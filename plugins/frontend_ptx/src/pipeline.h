@@ -1,7 +1,7 @@
 // The frontend's pipeline, without MLIR or clang types in its interface:
 //
 //   CUDA C --clang-16--> PTX text --parse_ptx--> ptx::Module --build--> MLIR (llvm + nvvm + cf)
-//        --passes (canonicalize, drop-trivial-block-args, cse, symbol-dce)--> MLIR --convert--> KernelIR
+//        --qgpu-ptx-cleanup (canonicalize, drop-trivial-block-args, cse, symbol-dce)--> MLIR --convert--> KernelIR
 #pragma once
 
 #include <optional>
@@ -16,6 +16,12 @@ struct PipelineOptions {
   bool keep_parsed_mlir = false;  // fill PipelineResult::parsed_mlir (as built from PTX)
   bool keep_final_mlir = false;   // fill PipelineResult::final_mlir (after the passes)
   bool run_passes = true;         // false: convert the MLIR as built (for tests of the passes)
+  // The passes as an MLIR textual pipeline anchored on builtin.module, e.g.
+  // "builtin.module(qgpu-ptx-cleanup{drop-trivial-block-args=false})"; it may name MLIR's generic
+  // transforms, qgpu-drop-trivial-block-args and qgpu-ptx-cleanup. Empty: qgpu-ptx-cleanup with its
+  // defaults, the same passes as "builtin.module(qgpu-ptx-cleanup)".
+  std::string pass_pipeline;
+  bool keep_pass_pipeline = false;  // fill PipelineResult::pass_pipeline (the passes that ran, as text)
   // When set (CUDA input), KernelIR locations are this file's positions taken from the PTX's .loc
   // lines; instructions without one get line 0.
   std::string debug_source;
@@ -25,6 +31,7 @@ struct PipelineResult {
   sdk::KernelModule module;
   std::string parsed_mlir;
   std::string final_mlir;
+  std::string pass_pipeline;
 };
 
 // PTX text -> KernelIR, one kernel per .entry. `path` names the PTX in diagnostics.

@@ -1,7 +1,12 @@
 // qgpu-ptx: the frontend's developer driver (for lit tests and debugging).
 //
-//   qgpu-ptx [--emit=ptx|mlir-parsed|mlir|kernel-ir] [--no-passes] [--clang=PATH] [--gpu-arch=sm_75]
-//            [--ptx-features=+ptx70] [-O<n>] FILE.{cu,ptx}
+//   qgpu-ptx [--emit=ptx|mlir-parsed|mlir|kernel-ir] [--no-passes | --pass-pipeline=PIPELINE]
+//            [--dump-pass-pipeline] [--clang=PATH] [--gpu-arch=sm_75] [--ptx-features=+ptx70] [-O<n>]
+//            FILE.{cu,ptx}
+//
+// --pass-pipeline replaces the MLIR passes with a textual pipeline in mlir-opt's syntax; the frontend's
+// own is `builtin.module(qgpu-ptx-cleanup)` (options: `qgpu-ptx-cleanup{drop-trivial-block-args=false}`).
+// --dump-pass-pipeline prints the passes that run, in that syntax, on stderr.
 //
 // Prints what was asked on stdout; an error is one line on stderr, exit code 2 for bad input, 1 otherwise.
 #include <cstdio>
@@ -17,8 +22,11 @@ namespace {
 int usage(const char* argv0, int rc) {
   (rc == 0 ? std::cout : std::cerr)
       << "usage: " << argv0
-      << " [--emit=ptx|mlir-parsed|mlir|kernel-ir] [--no-passes] [--clang=PATH] [--gpu-arch=ARCH]"
-         " [--ptx-features=F] [-O<n>] FILE.{cu,ptx}\n";
+      << " [--emit=ptx|mlir-parsed|mlir|kernel-ir] [--no-passes | --pass-pipeline=PIPELINE]"
+         " [--dump-pass-pipeline] [--clang=PATH] [--gpu-arch=ARCH] [--ptx-features=F] [-O<n>] FILE.{cu,ptx}\n"
+         "  --pass-pipeline=PIPELINE  the MLIR passes, in mlir-opt's syntax (default: the frontend's,\n"
+         "                            'builtin.module(qgpu-ptx-cleanup)'; option: drop-trivial-block-args)\n"
+         "  --dump-pass-pipeline      print the passes that run on stderr\n";
   return rc;
 }
 
@@ -46,6 +54,10 @@ int main(int argc, char** argv) {
       emit = a.substr(7);
     else if (a == "--no-passes")
       options.run_passes = false;
+    else if (a.starts_with("--pass-pipeline="))
+      options.pass_pipeline = a.substr(16);
+    else if (a == "--dump-pass-pipeline")
+      options.keep_pass_pipeline = true;
     else if (a.starts_with("--clang="))
       clang.clang = a.substr(8);
     else if (a.starts_with("--gpu-arch="))
@@ -69,6 +81,10 @@ int main(int argc, char** argv) {
     std::cerr << "qgpu-ptx: error: unknown --emit value '" << emit << "'\n";
     return 2;
   }
+  if (!options.run_passes && !options.pass_pipeline.empty()) {
+    std::cerr << "qgpu-ptx: error: --no-passes and --pass-pipeline exclude each other\n";
+    return 2;
+  }
   if (emit == "ptx") {
     auto ptx = ptx::cuda_to_ptx(file, clang);
     if (!ptx) return report(ptx.error());
@@ -79,6 +95,7 @@ int main(int argc, char** argv) {
   options.keep_final_mlir = emit == "mlir";
   auto r = ptx::compile_source(sdk::SourceInput{file, sdk::SourceLanguage::kAuto}, clang, options);
   if (!r) return report(r.error());
+  if (options.keep_pass_pipeline && options.run_passes) std::cerr << r->pass_pipeline << "\n";
   if (emit == "mlir-parsed")
     std::cout << r->parsed_mlir;
   else if (emit == "mlir")
