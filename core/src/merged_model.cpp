@@ -217,11 +217,78 @@ struct MergedModel::Layer {
   const sdk::Tensor* post_norm = nullptr;
   sdk::DeltaNetWeights gdn;
   sdk::MlpWeights mlp;
-  sdk::Handle<sdk::LayerState> state;
+};
+
+// A sequence: the base's (null: the base's own), the dense circuit layers' states, and the
+// sparse path's reference state while the sequence is not the one in use.
+class MergedModel::Sequence {
+ public:
+  std::int64_t tokens() const { return tokens_; }
+
+ private:
+  friend class MergedModel;
+  const MergedModel* owner_ = nullptr;
+  sdk::Handle<sdk::Sequence> base_;
+  std::vector<sdk::Handle<sdk::LayerState>> circuit_;
+  weights::ReferenceModel::State reference_;
+  std::int64_t tokens_ = 0;
 };
 
 MergedModel::MergedModel(sdk::BaseModel& base, sdk::TensorBackend& backend) : base_(&base), backend_(&backend) {}
 MergedModel::~MergedModel() = default;
+
+void MergedModel::SequenceDeleter::operator()(Sequence* s) const {
+  delete s;
+}
+
+sdk::Expected<MergedModel::SequenceHandle> MergedModel::create_sequence() {
+  SequenceHandle s(new Sequence);
+  s->owner_ = this;
+  QGPU_MERGE_ASSIGN(s->base_, base_->create_sequence());
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    sdk::Handle<sdk::LayerState> st;
+    QGPU_MERGE_ASSIGN(st, backend_->create_state());
+    s->circuit_.push_back(std::move(st));
+  }
+  return s;
+}
+
+sdk::Status MergedModel::copy_sequence(const Sequence& from, Sequence& to) {
+  if (from.owner_ != this || to.owner_ != this)
+    return sdk::invalid_argument("copy_sequence: a sequence of another merged model");
+  if (&from == &to) return sdk::Status::ok();
+  if (!from.base_ || !to.base_)
+    return sdk::invalid_argument("copy_sequence: the merged model's own sequence is not copied (create sequences)");
+  QGPU_RETURN_IF_ERROR(base_->copy_sequence(*from.base_, *to.base_));
+  for (std::size_t i = 0; i < layers_.size(); ++i)
+    QGPU_RETURN_IF_ERROR(backend_->copy_state(*from.circuit_[i], *to.circuit_[i]));
+  if (reference_) {
+    weights::ReferenceModel::State state = &from == active_ ? reference_->state() : from.reference_;
+    if (&to == active_)
+      reference_->swap_state(state);  // non-empty: the model takes the copy
+    else
+      to.reference_ = std::move(state);
+  }
+  to.tokens_ = from.tokens_;
+  return sdk::Status::ok();
+}
+
+sdk::Status MergedModel::use(Sequence* s) {
+  Sequence* next = s != nullptr ? s : own_.get();
+  if (next->owner_ != this) return sdk::invalid_argument("use: a sequence of another merged model");
+  if (next == active_) return sdk::Status::ok();
+  if (reference_) {                               // the sparse path's state lives in the reference model while in use
+    reference_->swap_state(active_->reference_);  // the old one out (the model starts fresh)
+    if (!next->reference_.empty()) reference_->swap_state(next->reference_);
+    next->reference_.clear();
+  }
+  active_ = next;
+  return sdk::Status::ok();
+}
+
+std::int64_t MergedModel::tokens() const {
+  return active_->tokens_;
+}
 
 sdk::Expected<SilenceCertificate> base_silence(sdk::BaseModel& base, sdk::TensorBackend& backend, std::int64_t hidden,
                                                std::int64_t rows, std::int64_t width, const MuteBounds& bounds) {
@@ -411,11 +478,19 @@ sdk::Expected<std::unique_ptr<MergedModel>> MergedModel::create(sdk::BaseModel& 
                                  layer.mlp.gate_proj, layer.mlp.down_proj})
       if (t == nullptr)
         return sdk::internal_error("merge: weights::export_layer gave an incomplete layer " + std::to_string(i));
-    QGPU_MERGE_ASSIGN(layer.state, backend.create_state());
     m->layers_.push_back(std::move(layer));
   }
 
   if (in.sparse_circuit) m->reference_ = std::make_unique<weights::ReferenceModel>(m->circuit_layers_, bs, wdt);
+  // The model's own sequence: the base's own and one state per dense circuit layer.
+  m->own_.reset(new Sequence);
+  m->own_->owner_ = m.get();
+  for (std::size_t i = 0; i < m->layers_.size(); ++i) {
+    sdk::Handle<sdk::LayerState> st;
+    QGPU_MERGE_ASSIGN(st, backend.create_state());
+    m->own_->circuit_.push_back(std::move(st));
+  }
+  m->active_ = m->own_.get();
 
   // 5. Record rows in the merged channel order. The unembedding is divided by the final
   // norm's 1 + w on each channel, so the record logits read the fields as the circuit wrote
@@ -503,10 +578,11 @@ sdk::Expected<sdk::Handle<sdk::Tensor>> MergedModel::run_circuit(const sdk::Tens
     return run_reference(std::move(rows), T);
   }
   QGPU_MERGE_ASSIGN(h, be.rows(input, 0, input.dim(0)));
-  for (Layer& l : layers_) {
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    Layer& l = layers_[i];
     QGPU_MERGE_ASSIGN(x, be.rms_norm(*h, *l.input_norm, eps));
     // The circuit is exact under the token-by-token recurrence (backend.Circuits.*), so every run uses it.
-    QGPU_MERGE_ASSIGN(mixed, be.gated_delta_net(*x, l.gdn, shape, *l.state, sdk::DeltaRule::kRecurrent));
+    QGPU_MERGE_ASSIGN(mixed, be.gated_delta_net(*x, l.gdn, shape, *active_->circuit_[i], sdk::DeltaRule::kRecurrent));
     QGPU_MERGE_ASSIGN(h, be.add(*h, *mixed));
     QGPU_MERGE_ASSIGN(x, be.rms_norm(*h, *l.post_norm, eps));
     QGPU_MERGE_ASSIGN(mixed, be.mlp(*x, l.mlp));
@@ -574,7 +650,10 @@ sdk::Expected<MergedForward> MergedModel::forward(std::span<const std::int64_t> 
       circ.resize(static_cast<std::size_t>(shape[0] * H));
       QGPU_RETURN_IF_ERROR(be.download(*src, view_of(circ.data(), sdk::DType::kF32, shape)));
     }
-    QGPU_MERGE_ASSIGN(h, base_->run_layers(*h));
+    if (active_->base_)
+      QGPU_MERGE_ASSIGN(h, base_->run_layers(*active_->base_, *h));
+    else
+      QGPU_MERGE_ASSIGN(h, base_->run_layers(*h));
     if (with_logits) {
       if (!options.all_logits) QGPU_MERGE_ASSIGN(h, be.rows(*h, n - 1, n));
       const std::int64_t r = h->dim(0);
@@ -645,15 +724,21 @@ sdk::Expected<MergedForward> MergedModel::forward(std::span<const std::int64_t> 
         }
       }
     }
+    active_->tokens_ += n;
     begin = end;
   }
   return out;
 }
 
-void MergedModel::reset() {
-  base_->reset();
-  for (Layer& l : layers_) l.state->reset();
+sdk::Status MergedModel::reset() {
+  if (active_->base_)
+    QGPU_RETURN_IF_ERROR(base_->truncate_sequence(*active_->base_, 0));
+  else
+    base_->reset();
+  for (auto& st : active_->circuit_) st->reset();
   if (reference_) reference_->reset();
+  active_->tokens_ = 0;
+  return sdk::Status::ok();
 }
 
 sdk::Expected<weights::StateView> MergedModel::circuit_state() {
@@ -668,12 +753,12 @@ sdk::Expected<weights::StateView> MergedModel::circuit_state() {
     lv.value_heads = nv;
     lv.key_dim = dk;
     lv.value_dim = dv;
-    if (layers_[i].state->tokens() > 0) {  // a layer no token ran through has no state (read_ram says so)
+    const sdk::LayerState& state = *active_->circuit_[i];
+    if (state.tokens() > 0) {  // a layer no token ran through has no state (read_ram says so)
       states_[i].assign(static_cast<std::size_t>(nv * dk * dv), 0.0f);
       const std::int64_t shape[3] = {nv, dk, dv};
-      QGPU_RETURN_IF_ERROR(
-          backend_->download_state(*layers_[i].state, view_of(states_[i].data(), sdk::DType::kF32, shape))
-              .with_context("circuit layer " + std::to_string(i)));
+      QGPU_RETURN_IF_ERROR(backend_->download_state(state, view_of(states_[i].data(), sdk::DType::kF32, shape))
+                               .with_context("circuit layer " + std::to_string(i)));
       lv.data = states_[i].data();
     }
     view.layers.push_back(lv);
@@ -739,7 +824,7 @@ sdk::Status MergeHost::merge(const weights::CompiledCircuit& circuit, const sdk:
   auto m = MergedModel::create(*base_, info_, *backend_, in);
   if (!m) return m.status();
   merged_ = std::move(*m);
-  merged_->reset();
+  QGPU_RETURN_IF_ERROR(merged_->reset());
   circuit_ = &circuit;
   guard_ratio_ = 0;
   guarded_ = 0;
@@ -821,7 +906,7 @@ sdk::Expected<SilenceReport> measure_silence(MergedModel& merged, sdk::BaseModel
   rep.records = rep.tokens - static_cast<std::int64_t>(text.size());
 
   auto start = Clock::now();
-  merged.reset();
+  QGPU_RETURN_IF_ERROR(merged.reset());
   ForwardOptions options;
   options.all_logits = true;
   options.circuit_residual = circuit_residual;

@@ -511,11 +511,11 @@ void text_only(const char* dtype) {
 
       // The public forward(), prefill then greedy decode one token at a time, against the merged model's.
       base.reset();
-      m.reset();
+      ASSERT_TRUE(m.reset().is_ok());
       auto b = base.forward(ids);
       ASSERT_TRUE(b.has_value()) << b.status().to_string();
       // base.forward and the merged model share the base's sequence state: one after the other.
-      m.reset();
+      ASSERT_TRUE(m.reset().is_ok());
       auto mf = m.forward(ids);
       ASSERT_TRUE(mf.has_value()) << mf.status().to_string();
       EXPECT_TRUE(bitwise_equal(*b, std::span<const float>(mf->logits).first(b->size()))) << dtype << " prefill";
@@ -532,7 +532,7 @@ void text_only(const char* dtype) {
         ++positions;
       }
       // The base decoding the same tokens one by one from its own prefill.
-      m.reset();
+      ASSERT_TRUE(m.reset().is_ok());
       auto bb = base.forward(ids);
       ASSERT_TRUE(bb.has_value());
       for (std::size_t j = ids.size(); j < seq.size(); ++j) {
@@ -745,8 +745,8 @@ void sparse_case(const char* dtype) {
   ForwardOptions fo;
   fo.all_logits = true;
   fo.circuit_residual = true;
-  dense->merged->reset();
-  sparse->merged->reset();
+  ASSERT_TRUE(dense->merged->reset().is_ok());
+  ASSERT_TRUE(sparse->merged->reset().is_ok());
   auto a = dense->merged->forward(seq, fo);
   auto b = sparse->merged->forward(seq, fo);
   ASSERT_TRUE(a && b);
@@ -801,6 +801,77 @@ TEST(Merge, SparsePathEqualsTheDenseLayersF32) {
 }
 TEST(Merge, SparsePathEqualsTheDenseLayersBf16) {
   sparse_case("bf16");
+}
+
+// Sequences of the merged model: a sequence run in pieces with other sequences (and the
+// model's own) in between gives the logits, circuit residuals and circuit states of one
+// uninterrupted run bit for bit; a snapshot restored continues as the first time.
+void merged_sequences(const char* dtype, bool sparse) {
+  auto s = setup(dtype, /*mute_window=*/true, sparse);
+  if (!s->loaded) GTEST_SKIP() << s->skip;
+  ASSERT_TRUE(s->merged);
+  MergedModel& m = *s->merged;
+  sdk::BaseModel& base = *s->loaded->base;
+  const auto text = prompt_ids(base, kPrompts[0], 24);
+  std::vector<std::vector<std::int64_t>> calls = {
+      std::vector<std::int64_t>(text.begin(), text.begin() + 16),
+      std::vector<std::int64_t>(s->merged_ids.begin(), s->merged_ids.begin() + 40),
+      std::vector<std::int64_t>(text.begin() + 16, text.end())};
+  ForwardOptions o;
+  o.all_logits = true;
+  o.circuit_residual = true;
+  auto states = [&]() {
+    auto v = m.circuit_state();
+    EXPECT_TRUE(v.has_value()) << v.status().to_string();
+    std::vector<float> all;
+    for (const auto& l : v->layers)
+      if (l.data != nullptr) all.insert(all.end(), l.data, l.data + l.value_heads * l.key_dim * l.value_dim);
+    return all;
+  };
+  // The reference: the model's own sequence, the three calls in a row.
+  ASSERT_TRUE(m.reset().is_ok());
+  std::vector<MergedForward> want;
+  std::vector<float> want_state;
+  for (std::size_t i = 0; i < calls.size(); ++i) {
+    auto f = m.forward(calls[i], o);
+    ASSERT_TRUE(f.has_value()) << f.status().to_string();
+    want.push_back(std::move(*f));
+    if (i == 1) want_state = states();
+  }
+  auto a = m.create_sequence(), b = m.create_sequence(), snapshot = m.create_sequence();
+  ASSERT_TRUE(a && b && snapshot) << a.status().to_string();
+  auto run = [&](MergedModel::Sequence* seq, const std::vector<std::int64_t>& ids) {
+    EXPECT_TRUE(m.use(seq).is_ok());
+    auto f = m.forward(ids, o);
+    EXPECT_TRUE(f.has_value()) << f.status().to_string();
+    return f ? std::move(*f) : MergedForward{};
+  };
+  auto same = [&](const MergedForward& got, const MergedForward& ref, const char* what) {
+    EXPECT_TRUE(bitwise_equal(got.logits, ref.logits)) << dtype << (sparse ? " sparse " : " dense ") << what;
+    EXPECT_TRUE(bitwise_equal(got.circuit_residual, ref.circuit_residual)) << dtype << " " << what;
+  };
+  same(run(a->get(), calls[0]), want[0], "first call");
+  run(b->get(), calls[1]);  // another sequence in between: circuit tokens of its own
+  ASSERT_TRUE(m.use(nullptr).is_ok());
+  ASSERT_TRUE(m.reset().is_ok());
+  run(nullptr, calls[0]);  // and the model's own
+  same(run(a->get(), calls[1]), want[1], "second call");
+  EXPECT_TRUE(bitwise_equal(states(), want_state)) << dtype << ": the circuit layers' states";
+  ASSERT_TRUE(m.copy_sequence(**a, **snapshot).is_ok());
+  same(run(a->get(), calls[2]), want[2], "third call");
+  ASSERT_TRUE(m.copy_sequence(**snapshot, **a).is_ok());  // restore while in use
+  EXPECT_EQ(m.tokens(), 56);
+  EXPECT_TRUE(bitwise_equal(states(), want_state)) << dtype << ": the restored circuit states";
+  same(run(a->get(), calls[2]), want[2], "third call after the restore");
+  same(run(snapshot->get(), calls[2]), want[2], "third call on the snapshot");
+  EXPECT_TRUE(m.copy_sequence(**a, **a).is_ok());
+  ASSERT_TRUE(m.use(nullptr).is_ok());
+}
+TEST(Merge, SequencesRunSideBySideAndRestoreF32) {
+  merged_sequences("f32", /*sparse=*/true);
+}
+TEST(Merge, SequencesRunSideBySideAndRestoreDenseBf16) {
+  merged_sequences("bf16", /*sparse=*/false);
 }
 
 TEST(Merge, TextInTheConvWindowWithoutTheWindowMute) {
@@ -1039,8 +1110,9 @@ TEST(Merge, ChoicePlacementCompensationAndGuard) {
     ASSERT_EQ(p.channels.size(), 5u);
     const auto& mute_channels = (*m)->silence().direction.channels;
     for (std::int64_t c : massive)  // found, unless the mute direction took the channel first
-      if (std::find(mute_channels.begin(), mute_channels.end(), c) == mute_channels.end())
+      if (std::find(mute_channels.begin(), mute_channels.end(), c) == mute_channels.end()) {
         EXPECT_NE(std::find(p.massive.begin(), p.massive.end(), c), p.massive.end()) << "channel " << c;
+      }
     for (std::int64_t c : p.channels) {
       EXPECT_NE(c, massive[0]);
       EXPECT_NE(c, massive[1]);

@@ -162,7 +162,7 @@ int run(const Options& o, const char* argv0) {
 
   // Decode cost: greedy steps of one token after the prompt, merged model vs base (text rows only).
   auto decode_ms = [&](bool use_merged) -> sdk::Expected<double> {
-    (*merged)->reset();
+    QGPU_RETURN_IF_ERROR((*merged)->reset());
     std::vector<float> logits;
     if (use_merged) {
       auto f = (*merged)->forward(*prompt);
@@ -189,7 +189,7 @@ int run(const Options& o, const char* argv0) {
         logits = std::move(*f);
       }
     }
-    (*merged)->reset();
+    QGPU_RETURN_IF_ERROR((*merged)->reset());
     return 1e3 * std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / o.decode_steps;
   };
   sdk::Expected<double> merged_ms = 0.0, base_ms = 0.0;

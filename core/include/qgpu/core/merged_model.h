@@ -150,11 +150,25 @@ class MergedModel {
   // A residual row in the merged channel order, back in the circuit's (for weights::read_word).
   std::vector<float> circuit_order(std::span<const float> merged_row) const;
 
-  // Runs `ids` after the tokens already seen (runs of text and of record ids go
-  // through the layers in turn; a run is one backend call per layer).
+  // Runs `ids` after the tokens already seen in the sequence in use (runs of text and of
+  // record ids go through the layers in turn; a run is one backend call per layer).
   sdk::Expected<MergedForward> forward(std::span<const std::int64_t> ids, const ForwardOptions& options = {});
-  // A new sequence: the base's and every circuit layer's state back to empty.
-  void reset();
+  // The sequence in use back to empty (the base's and every circuit layer's state).
+  sdk::Status reset();
+  std::int64_t tokens() const;  // tokens the sequence in use has consumed
+
+  // Sequences: the base's sequence and the circuit layers' states. The model starts on one
+  // of its own; use() makes another the one forward(), reset() and circuit_state() work on,
+  // so that a launch runs next to a chat on the same weights. copy_sequence is a fork, a
+  // snapshot and a restore (between created sequences; the base must have sequences).
+  class Sequence;
+  struct SequenceDeleter {
+    void operator()(Sequence* s) const;
+  };
+  using SequenceHandle = std::unique_ptr<Sequence, SequenceDeleter>;
+  sdk::Expected<SequenceHandle> create_sequence();
+  sdk::Status copy_sequence(const Sequence& from, Sequence& to);
+  sdk::Status use(Sequence* sequence);  // nullptr: the model's own; must outlive its use
   // Every circuit layer's Gated DeltaNet recurrent state, downloaded from the backend
   // (valid until the next call), in the form weights::read_ram reads RAM rows from.
   sdk::Expected<weights::StateView> circuit_state();
@@ -195,6 +209,8 @@ class MergedModel {
   } sparse_head_;
   std::vector<double> final_scale_;              // the base's final-norm 1 + w per merged channel (1 if not measured)
   bool profiled_ = false;                        // MergeInputs::profile_base with record rows: compensated, guarded
+  SequenceHandle own_;                           // the model's own sequence
+  Sequence* active_ = nullptr;                   // the sequence in use
   weights::DType dtype_ = weights::DType::kF32;  // the backend's, as the circuit layers run
   std::vector<std::vector<float>> states_;       // circuit_state()'s buffers
   sdk::Handle<sdk::Tensor> record_table_, record_head_;
@@ -223,7 +239,7 @@ class MergeHost final : public sdk::ModelHost {
   sdk::Status merge(const weights::CompiledCircuit& circuit, const sdk::RecordRows& rows) override;
   bool holds(const weights::CompiledCircuit& circuit) const override { return merged_ && circuit_ == &circuit; }
   void reset() override {
-    if (merged_) merged_->reset();
+    if (merged_) (void)merged_->reset();  // the own sequence: the base's reset() cannot fail
   }
   int mute_width() const override { return kMuteWidth; }
   // The last position's logits; fails when the model's best record row is not the one the

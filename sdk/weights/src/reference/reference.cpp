@@ -95,19 +95,33 @@ ReferenceModel::ReferenceModel(const std::vector<Layer>& layers, const sdk::Laye
   reset();
 }
 
+void ReferenceModel::swap_state(State& other) {
+  if (!other.empty()) {
+    std::swap(state_, other);
+    return;
+  }
+  other = std::move(state_);
+  state_.clear();
+  reset_state();
+}
+
 void ReferenceModel::reset() {
-  const std::size_t c = static_cast<std::size_t>(2 * shapes_.linear_num_key_heads * shapes_.linear_key_head_dim +
-                                                 shapes_.linear_num_value_heads * shapes_.linear_value_head_dim);
-  const std::size_t k1 = static_cast<std::size_t>(shapes_.linear_conv_kernel - 1);
-  const std::size_t s = static_cast<std::size_t>(shapes_.linear_num_value_heads * shapes_.linear_key_head_dim *
-                                                 shapes_.linear_value_head_dim);
-  state_.assign(layers_.size(), LayerState{std::vector<float>(c * k1, 0.0f), std::vector<float>(s, 0.0f)});
+  reset_state();
   const double inf = std::numeric_limits<double>::infinity();
   margins_.assign(layers_.size(), LayerMargin{inf, "", inf, "", {}, {}});
   for (LayerMargin& m : margins_) {
     m.mlp_neuron_min.assign(static_cast<std::size_t>(shapes_.intermediate_size), inf);
     m.gdn_head_min.assign(static_cast<std::size_t>(shapes_.linear_num_value_heads), inf);
   }
+}
+
+void ReferenceModel::reset_state() {
+  const std::size_t c = static_cast<std::size_t>(2 * shapes_.linear_num_key_heads * shapes_.linear_key_head_dim +
+                                                 shapes_.linear_num_value_heads * shapes_.linear_value_head_dim);
+  const std::size_t k1 = static_cast<std::size_t>(shapes_.linear_conv_kernel - 1);
+  const std::size_t s = static_cast<std::size_t>(shapes_.linear_num_value_heads * shapes_.linear_key_head_dim *
+                                                 shapes_.linear_value_head_dim);
+  state_.assign(layers_.size(), LayerState{std::vector<float>(c * k1, 0.0f), std::vector<float>(s, 0.0f)});
 }
 
 ReferenceModel::Sparse32 ReferenceModel::prep(const SparseMatrix& m) const {

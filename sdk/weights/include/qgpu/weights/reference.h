@@ -47,6 +47,18 @@ class ReferenceModel {
   // layer and returns the residual after the last one.
   std::vector<float> step(const std::vector<float>& x);
   void reset();
+  // One layer's sequence state: the conv window's previous projected inputs [C][kernel-1] and
+  // the recurrent state S [nv][dk][dv].
+  struct LayerState {
+    std::vector<float> conv;
+    std::vector<float> s;
+  };
+  // A sequence's state, every layer's: several sequences run on one model by swapping.
+  using State = std::vector<LayerState>;
+  // Exchanges the model's sequence state with `other`; an empty `other` takes the current
+  // state and leaves the model on a fresh sequence. Margins are not part of a sequence.
+  void swap_state(State& other);
+  const State& state() const { return state_; }
   DType dtype() const { return dtype_; }
   // Layer `layer`'s Gated DeltaNet recurrent state S, fp32 [value heads][dk][dv]
   // contiguous (HF's recurrent_state without the batch axis), as it stands after
@@ -65,10 +77,7 @@ class ReferenceModel {
     std::vector<float> val;
     std::int64_t rows = 0;
   };
-  struct LayerState {
-    std::vector<float> conv;  // [C][kernel-1] previous projected inputs
-    std::vector<float> s;     // [nv][dk][dv]
-  };
+  void reset_state();  // a fresh sequence (every state 0), margins kept
   Sparse32 prep(const SparseMatrix& m) const;
   std::vector<float> lin(const Sparse32& m, const std::vector<float>& x) const;
   std::vector<float> gdn(std::size_t i, const std::vector<float>& x);
