@@ -1,6 +1,9 @@
 // SDK value types: Status/Expected, options, tensor views.
 #include <gtest/gtest.h>
 
+#include <memory>
+#include <utility>
+
 #include "qgpu/core/text.h"
 #include "qgpu/sdk/sdk.h"
 
@@ -27,6 +30,35 @@ TEST(Expected, HoldsValueOrError) {
   sdk::Expected<int> broken = sdk::Status::ok();
   ASSERT_FALSE(broken);
   EXPECT_EQ(broken.error().code(), sdk::ErrorCode::kInternal);
+}
+
+// QGPU_ASSIGN_OR_RETURN: into a declaration or an existing variable; the error goes to a Status-
+// or an Expected-returning function unchanged.
+sdk::Expected<std::unique_ptr<int>> make_int(int v) {
+  if (v < 0) return sdk::invalid_argument("negative: " + std::to_string(v));
+  return std::make_unique<int>(v);
+}
+sdk::Expected<int> sum_of(int a, int b) {
+  QGPU_ASSIGN_OR_RETURN(auto x, make_int(a));  // a move-only value
+  std::unique_ptr<int> y;
+  QGPU_ASSIGN_OR_RETURN(y, make_int(b));
+  QGPU_ASSIGN_OR_RETURN(const auto pair, sdk::Expected<std::pair<int, int>>(std::pair<int, int>{*x, *y}));
+  return pair.first + pair.second;
+}
+sdk::Status check_sum(int a, int b, int* out) {
+  QGPU_ASSIGN_OR_RETURN(*out, sum_of(a, b));
+  return {};
+}
+
+TEST(Expected, AssignOrReturn) {
+  EXPECT_EQ(*sum_of(2, 3), 5);
+  EXPECT_EQ(sum_of(2, -3).error().message(), "negative: -3");
+  EXPECT_EQ(sum_of(-2, 3).error().code(), sdk::ErrorCode::kInvalidArgument);
+  int out = 0;
+  EXPECT_TRUE(check_sum(4, 5, &out).is_ok());
+  EXPECT_EQ(out, 9);
+  EXPECT_EQ(check_sum(-1, 5, &out).message(), "negative: -1");
+  EXPECT_EQ(out, 9);
 }
 
 TEST(Options, TypedAccessors) {

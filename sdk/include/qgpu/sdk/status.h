@@ -108,3 +108,20 @@ class [[nodiscard]] Expected {
     ::qgpu::sdk::Status qgpu_status_ = (expr);     \
     if (!qgpu_status_.is_ok()) return qgpu_status_; \
   } while (false)
+
+// Evaluates an Expected<T> expression; on error returns its Status from the enclosing function
+// (which returns a Status or an Expected<U>), else moves the value into `lhs`: an existing
+// variable or member (`QGPU_ASSIGN_OR_RETURN(x, f())`) or a declaration that lives on after the
+// macro (`QGPU_ASSIGN_OR_RETURN(auto x, f())`). The expression may contain commas.
+//
+// It expands to several statements (a declaration must outlive it), so it cannot be the whole
+// body of an unbraced if/else/for: there the temporary leaves scope and the code does not compile.
+// The temporary is named after the line, so use it at most once per line.
+#define QGPU_ASSIGN_OR_RETURN(lhs, ...) \
+  QGPU_ASSIGN_OR_RETURN_IMPL_(QGPU_STATUS_CONCAT_(qgpu_expected_, __LINE__), lhs, __VA_ARGS__)
+#define QGPU_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, ...) \
+  auto tmp = (__VA_ARGS__);                        \
+  if (!tmp.has_value()) return tmp.error();        \
+  lhs = std::move(tmp).value()
+#define QGPU_STATUS_CONCAT_(a, b) QGPU_STATUS_CONCAT_INNER_(a, b)
+#define QGPU_STATUS_CONCAT_INNER_(a, b) a##b
