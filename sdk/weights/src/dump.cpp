@@ -67,11 +67,6 @@ sdk::Expected<T> get(const std::filesystem::path& file, const YAML::Node& parent
   }
 }
 
-#define QGPU_WEIGHTS_ASSIGN(var, expr)   \
-  auto var##_e = (expr);                 \
-  if (!var##_e) return var##_e.status(); \
-  auto var = *var##_e
-
 }  // namespace
 
 sdk::Status dump(const Circuit& circuit, const CompiledCircuit& cc, const std::filesystem::path& dir) {
@@ -155,16 +150,16 @@ sdk::Status dump(const Circuit& circuit, const CompiledCircuit& cc, const std::f
 }
 
 sdk::Expected<Schedule> load_schedule(const Circuit& circuit, const std::filesystem::path& file) {
-  QGPU_WEIGHTS_ASSIGN(root, read_yaml(file, kScheduleFormat));
+  QGPU_ASSIGN_OR_RETURN(auto root, read_yaml(file, kScheduleFormat));
   Schedule s;
-  QGPU_WEIGHTS_ASSIGN(nl, get<int>(file, root, "num_layers"));
+  QGPU_ASSIGN_OR_RETURN(auto nl, get<int>(file, root, "num_layers"));
   s.num_layers = nl;
   YAML::Node layers = root["layers"], ops = root["ops"];
   if (!layers || !layers.IsSequence() || static_cast<int>(layers.size()) != nl)
     return sdk::error_at(at(file, root), sdk::ErrorCode::kParseError, "'layers' must list num_layers entries");
   for (const YAML::Node& l : layers) {
-    QGPU_WEIGHTS_ASSIGN(n, get<std::int64_t>(file, l, "mlp_neurons"));
-    QGPU_WEIGHTS_ASSIGN(h, get<std::int64_t>(file, l, "key_heads"));
+    QGPU_ASSIGN_OR_RETURN(auto n, get<std::int64_t>(file, l, "mlp_neurons"));
+    QGPU_ASSIGN_OR_RETURN(auto h, get<std::int64_t>(file, l, "key_heads"));
     s.use.push_back(LayerUse{n, h});
   }
   if (!ops || !ops.IsSequence() || ops.size() != circuit.ops().size())
@@ -172,19 +167,18 @@ sdk::Expected<Schedule> load_schedule(const Circuit& circuit, const std::filesys
                          "'ops' must list the circuit's " + std::to_string(circuit.ops().size()) + " ops");
   for (std::size_t i = 0; i < ops.size(); ++i) {
     const YAML::Node& o = ops[i];
-    QGPU_WEIGHTS_ASSIGN(name, get<std::string>(file, o, "name"));
+    QGPU_ASSIGN_OR_RETURN(auto name, get<std::string>(file, o, "name"));
     if (name != circuit.ops()[i].name)
       return sdk::error_at(
           at(file, o), sdk::ErrorCode::kParseError,
           "op " + std::to_string(i) + " is '" + name + "', the circuit has '" + circuit.ops()[i].name + "'");
-    QGPU_WEIGHTS_ASSIGN(layer, get<int>(file, o, "layer"));
+    QGPU_ASSIGN_OR_RETURN(auto layer, get<int>(file, o, "layer"));
     if (layer < 0 || layer >= nl)
       return sdk::error_at(at(file, o), sdk::ErrorCode::kParseError, "op " + name + ": layer out of range");
     s.op_layer.push_back(layer);
     int first = -1;
     if (!circuit.ops()[i].is_mlp) {
-      QGPU_WEIGHTS_ASSIGN(fh, get<int>(file, o, "first_head"));
-      first = fh;
+      QGPU_ASSIGN_OR_RETURN(first, get<int>(file, o, "first_head"));
     }
     s.op_first_head.push_back(first);
   }
@@ -192,27 +186,24 @@ sdk::Expected<Schedule> load_schedule(const Circuit& circuit, const std::filesys
 }
 
 sdk::Expected<Allocation> load_allocation(const Circuit& circuit, const std::filesystem::path& file) {
-  QGPU_WEIGHTS_ASSIGN(root, read_yaml(file, kAllocationFormat));
+  QGPU_ASSIGN_OR_RETURN(auto root, read_yaml(file, kAllocationFormat));
   Allocation a;
-  QGPU_WEIGHTS_ASSIGN(hs, get<std::int64_t>(file, root, "hidden_size"));
+  QGPU_ASSIGN_OR_RETURN(auto hs, get<std::int64_t>(file, root, "hidden_size"));
   a.hidden_size = hs;
   YAML::Node ch = root["const_hi"];
   if (!ch) return sdk::error_at(at(file, root), sdk::ErrorCode::kParseError, "missing key 'const_hi'");
-  QGPU_WEIGHTS_ASSIGN(c, get<int>(file, ch, "channel"));
-  a.const_hi = c;
-  QGPU_WEIGHTS_ASSIGN(m, get<int>(file, root, "mute"));
-  a.mute = m;
-  QGPU_WEIGHTS_ASSIGN(cu, get<int>(file, root, "channels_used"));
-  a.channels_used = cu;
+  QGPU_ASSIGN_OR_RETURN(a.const_hi, get<int>(file, ch, "channel"));
+  QGPU_ASSIGN_OR_RETURN(a.mute, get<int>(file, root, "mute"));
+  QGPU_ASSIGN_OR_RETURN(a.channels_used, get<int>(file, root, "channels_used"));
   YAML::Node fields = root["fields"];
   if (!fields || !fields.IsSequence() || fields.size() != circuit.fields().size())
     return sdk::error_at(at(file, fields ? fields : root), sdk::ErrorCode::kParseError,
                          "'fields' must list the circuit's " + std::to_string(circuit.fields().size()) + " fields");
   for (std::size_t i = 0; i < fields.size(); ++i) {
     const YAML::Node& f = fields[i];
-    QGPU_WEIGHTS_ASSIGN(name, get<std::string>(file, f, "name"));
-    QGPU_WEIGHTS_ASSIGN(width, get<int>(file, f, "width"));
-    QGPU_WEIGHTS_ASSIGN(base, get<int>(file, f, "base"));
+    QGPU_ASSIGN_OR_RETURN(auto name, get<std::string>(file, f, "name"));
+    QGPU_ASSIGN_OR_RETURN(auto width, get<int>(file, f, "width"));
+    QGPU_ASSIGN_OR_RETURN(auto base, get<int>(file, f, "base"));
     const Field& cf = circuit.fields()[i];
     if (name != cf.full_name() || width != cf.width)
       return sdk::error_at(at(file, f), sdk::ErrorCode::kParseError,
@@ -224,7 +215,7 @@ sdk::Expected<Allocation> load_allocation(const Circuit& circuit, const std::fil
     a.field_base.push_back(base);
     std::vector<int> bits;
     if (YAML::Node chn = f["channels"]) {
-      QGPU_WEIGHTS_ASSIGN(v, get<std::vector<int>>(file, f, "channels"));
+      QGPU_ASSIGN_OR_RETURN(auto v, get<std::vector<int>>(file, f, "channels"));
       if (static_cast<int>(v.size()) != width)
         return sdk::error_at(
             at(file, chn), sdk::ErrorCode::kParseError,
@@ -245,22 +236,21 @@ sdk::Expected<Allocation> load_allocation(const Circuit& circuit, const std::fil
   YAML::Node pads = root["pads"];
   if (pads && pads.IsSequence())
     for (const YAML::Node& p : pads) {
-      QGPU_WEIGHTS_ASSIGN(pc, get<int>(file, p, "channel"));
-      QGPU_WEIGHTS_ASSIGN(pv, get<double>(file, p, "value"));
+      QGPU_ASSIGN_OR_RETURN(auto pc, get<int>(file, p, "channel"));
+      QGPU_ASSIGN_OR_RETURN(auto pv, get<double>(file, p, "value"));
       a.pad_channel.push_back(pc);
       a.pad_value.push_back(pv);
     }
   if (root["live_peak"]) {
-    QGPU_WEIGHTS_ASSIGN(lp, get<int>(file, root, "live_peak"));
-    a.live_peak = lp;
+    QGPU_ASSIGN_OR_RETURN(a.live_peak, get<int>(file, root, "live_peak"));
   }
   YAML::Node clears = root["clears"];
   if (clears && !clears.IsNull()) {
     if (!clears.IsSequence())
       return sdk::error_at(at(file, clears), sdk::ErrorCode::kParseError, "'clears' must be a list");
     for (const YAML::Node& cn : clears) {
-      QGPU_WEIGHTS_ASSIGN(name, get<std::string>(file, cn, "field"));
-      QGPU_WEIGHTS_ASSIGN(layer, get<int>(file, cn, "layer"));
+      QGPU_ASSIGN_OR_RETURN(auto name, get<std::string>(file, cn, "field"));
+      QGPU_ASSIGN_OR_RETURN(auto layer, get<int>(file, cn, "layer"));
       const int f = circuit.find_field(name);
       if (f < 0)
         return sdk::error_at(at(file, cn), sdk::ErrorCode::kParseError,

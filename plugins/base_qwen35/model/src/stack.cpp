@@ -46,18 +46,15 @@ sdk::Expected<Qwen35Stack> Qwen35Stack::create(sdk::TensorBackend& backend, cons
     stack.layers_.push_back(std::move(layer));
   }
   if (!missing.empty()) return sdk::not_found("Qwen3.5 weight '" + missing + "' is missing");
-  auto own = stack.create_state();
-  if (!own) return own.error();
-  stack.own_ = std::move(*own);
+  QGPU_ASSIGN_OR_RETURN(stack.own_, stack.create_state());
   return stack;
 }
 
 sdk::Expected<Qwen35Stack::State> Qwen35Stack::create_state() const {
   State state;
   for (std::size_t i = 0; i < layers_.size(); ++i) {
-    auto layer = backend_->create_state();
-    if (!layer) return layer.error();
-    state.layers.push_back(std::move(*layer));
+    QGPU_ASSIGN_OR_RETURN(auto layer, backend_->create_state());
+    state.layers.push_back(std::move(layer));
   }
   return state;
 }
@@ -92,13 +89,6 @@ sdk::Status Qwen35Stack::truncate_state(State& state, std::int64_t tokens) const
   return sdk::Status::ok();
 }
 
-#define QGPU_TRY_ASSIGN(lhs, expr)        \
-  do {                                    \
-    auto qgpu_e_ = (expr);                \
-    if (!qgpu_e_) return qgpu_e_.error(); \
-    lhs = std::move(qgpu_e_).value();     \
-  } while (false)
-
 sdk::Expected<sdk::Handle<sdk::Tensor>> Qwen35Stack::embed(std::span<const std::int64_t> ids) {
   return backend_->embed(*embed_, ids);
 }
@@ -115,20 +105,20 @@ sdk::Expected<sdk::Handle<sdk::Tensor>> Qwen35Stack::run_layers(const sdk::Tenso
   for (std::size_t i = 0; i < layers_.size(); ++i) {
     const Layer& layer = layers_[i];
     sdk::LayerState& layer_state = *seq.layers[i];
-    QGPU_TRY_ASSIGN(x, be.rms_norm(*in, *layer.input_norm, config_.rms_norm_eps));
+    QGPU_ASSIGN_OR_RETURN(x, be.rms_norm(*in, *layer.input_norm, config_.rms_norm_eps));
     if (layer.linear) {
-      QGPU_TRY_ASSIGN(mixed, be.gated_delta_net(*x, layer.delta_net, config_.delta_net, layer_state, rule));
+      QGPU_ASSIGN_OR_RETURN(mixed, be.gated_delta_net(*x, layer.delta_net, config_.delta_net, layer_state, rule));
     } else {
-      QGPU_TRY_ASSIGN(mixed, be.gated_attention(*x, layer.attention, config_.attention, layer_state));
+      QGPU_ASSIGN_OR_RETURN(mixed, be.gated_attention(*x, layer.attention, config_.attention, layer_state));
     }
-    QGPU_TRY_ASSIGN(h, be.add(*in, *mixed));
-    QGPU_TRY_ASSIGN(x, be.rms_norm(*h, *layer.post_norm, config_.rms_norm_eps));
-    QGPU_TRY_ASSIGN(mixed, be.mlp(*x, layer.mlp));
-    QGPU_TRY_ASSIGN(h, be.add(*h, *mixed));
+    QGPU_ASSIGN_OR_RETURN(h, be.add(*in, *mixed));
+    QGPU_ASSIGN_OR_RETURN(x, be.rms_norm(*h, *layer.post_norm, config_.rms_norm_eps));
+    QGPU_ASSIGN_OR_RETURN(mixed, be.mlp(*x, layer.mlp));
+    QGPU_ASSIGN_OR_RETURN(h, be.add(*h, *mixed));
     in = h.get();
     if (hidden != nullptr) {
       sdk::Handle<sdk::Tensor> copy;
-      QGPU_TRY_ASSIGN(copy, be.rows(*h, 0, h->dim(0)));
+      QGPU_ASSIGN_OR_RETURN(copy, be.rows(*h, 0, h->dim(0)));
       hidden->push_back(std::move(copy));
     }
   }
@@ -151,10 +141,12 @@ sdk::Expected<sdk::Handle<sdk::Tensor>> Qwen35Stack::forward(std::span<const std
                                                              State* state) {
   auto& be = *backend_;
   sdk::Handle<sdk::Tensor> h, x;
-  QGPU_TRY_ASSIGN(h, embed(ids));
-  QGPU_TRY_ASSIGN(h, run_layers(*h, rule, hidden, state));
-  if (!all_logits) QGPU_TRY_ASSIGN(h, be.rows(*h, h->dim(0) - 1, h->dim(0)));
-  QGPU_TRY_ASSIGN(x, final_norm(*h));
+  QGPU_ASSIGN_OR_RETURN(h, embed(ids));
+  QGPU_ASSIGN_OR_RETURN(h, run_layers(*h, rule, hidden, state));
+  if (!all_logits) {
+    QGPU_ASSIGN_OR_RETURN(h, be.rows(*h, h->dim(0) - 1, h->dim(0)));
+  }
+  QGPU_ASSIGN_OR_RETURN(x, final_norm(*h));
   return lm_head(*x);
 }
 
