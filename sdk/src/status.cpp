@@ -14,6 +14,7 @@ std::string_view error_code_name(ErrorCode code) {
     case ErrorCode::kIoError: return "io-error";
     case ErrorCode::kPluginError: return "plugin-error";
     case ErrorCode::kInternal: return "internal";
+    case ErrorCode::kCancelled: return "cancelled";
   }
   return "unknown";
 }
@@ -41,6 +42,7 @@ Status parse_error(std::string message) { return {ErrorCode::kParseError, std::m
 Status io_error(std::string message) { return {ErrorCode::kIoError, std::move(message)}; }
 Status plugin_error(std::string message) { return {ErrorCode::kPluginError, std::move(message)}; }
 Status internal_error(std::string message) { return {ErrorCode::kInternal, std::move(message)}; }
+Status cancelled(std::string message) { return {ErrorCode::kCancelled, std::move(message)}; }
 
 Status not_available(std::string_view what) {
   return {ErrorCode::kNotAvailable, std::string(what) + " is not available in this build"};

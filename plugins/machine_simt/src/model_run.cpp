@@ -1,6 +1,7 @@
 #include "model_run.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <mutex>
@@ -341,8 +342,36 @@ sdk::Status CircuitRun::generate() {
   std::vector<std::int64_t> current;  // the record being generated: header + DATA so far
   int need = 0;                       // DATA tokens it still needs
   const auto t0 = Clock::now();
+  // Progress (ModelRunOptions::on_step): records by kind, warp-instructions of the EXECs.
+  std::array<std::int64_t, kRecordKinds> by_kind{};
+  std::int64_t warp_instructions = 0;
+  auto last_step = t0;
+  auto progress = [&](bool done) {
+    if (!s.options.on_step) return;
+    sdk::LaunchProgress p;
+    p.generated_tokens = static_cast<std::int64_t>(s.generated.size());
+    p.records = static_cast<std::int64_t>(s.records.size());
+    for (int k = 0; k < kRecordKinds; ++k)
+      if (by_kind[static_cast<std::size_t>(k)] > 0)
+        p.records_by_kind.emplace_back(kind_name(static_cast<RecordKind>(k)), by_kind[static_cast<std::size_t>(k)]);
+    p.warp_instructions = warp_instructions;
+    p.seconds = seconds_since(t0);
+    p.min_margin = s.min_margin;
+    p.done = done;
+    s.options.on_step(p);
+  };
   for (std::size_t step = 0;; ++step) {
     const std::string at = "generated token " + std::to_string(step);
+    if (s.options.cancel != nullptr && s.options.cancel->load())
+      return sdk::cancelled("stopped after " + std::to_string(step) + " generated tokens (" +
+                            std::to_string(s.records.size()) + " records, " + std::to_string(warp_instructions) +
+                            " warp-instructions) in " + std::to_string(static_cast<int>(seconds_since(t0))) + " s; " +
+                            s.last_records());
+    if (s.options.on_step &&
+        std::chrono::duration<double>(Clock::now() - last_step).count() >= s.options.step_interval_s) {
+      last_step = Clock::now();
+      progress(false);
+    }
     if (step >= s.options.max_tokens)
       return sdk::limit_exceeded("the launch did not reach HALT within --max-tokens " +
                                  std::to_string(s.options.max_tokens) + " generated tokens (" + s.last_records() + ")");
@@ -403,6 +432,12 @@ sdk::Status CircuitRun::generate() {
                                    (done ? std::string() : ": " + done.status().message()) + " (" + s.last_records() +
                                    ")");
       s.records.push_back(to_text(done->front()));
+      const Record& complete = done->front();
+      ++by_kind[static_cast<std::size_t>(complete.kind)];
+      if (complete.kind == RecordKind::kExec && complete.block >= 0 &&
+          static_cast<std::size_t>(complete.block) < s.program->blocks.size())
+        warp_instructions +=
+            static_cast<std::int64_t>(s.program->blocks[static_cast<std::size_t>(complete.block)].slots.size());
       if (s.options.trace && s.options.on_record) s.options.on_record(s.records.back());
       if (done->front().kind == RecordKind::kHalt) break;  // nothing reads what HALT's pass would do
     }
@@ -411,6 +446,7 @@ sdk::Status CircuitRun::generate() {
   }
   s.halted = true;
   s.generate_s = seconds_since(t0);
+  progress(true);
   char line[160];
   std::snprintf(line, sizeof line, "%s: HALT after %zu generated tokens (%.1f ms per token)", s.engine().c_str(),
                 s.generated.size(), 1e3 * s.generate_s / static_cast<double>(s.generated.size()));

@@ -41,9 +41,9 @@ class SimtMachine final : public sdk::Machine {
         {"interpret", true, "reference interpreter (the semantic oracle)"},
         {"protocol", true, "token codec and expected record stream (docs/PROTOCOL.md; run --records)"},
         {"circuit", true,
-         "run --engine circuit: the machine's compiled layers generate the launch (reference layer math; one "
-         "thread block)"},
-        {"model", false, "run --engine model: the circuit must first fit the base's 2048-wide residual"},
+         "run --engine circuit: the machine's compiled layers alone generate the launch (reference layer math)"},
+        {"model", true,
+         "run --engine model: the circuit merged in front of a Qwen3.5 base of hidden >= 2048 generates the launch"},
     };
     return d;
   }

@@ -602,6 +602,11 @@ std::string lane_mask_text(std::uint32_t lanes) {
   return s;
 }
 
+const char* kind_name(RecordKind kind) {
+  const auto k = static_cast<std::size_t>(kind);
+  return k < kNames.size() ? kNames[k] : "?";
+}
+
 std::string to_text(const Record& r) {
   std::ostringstream o;
   o << kNames[static_cast<int>(r.kind)];

@@ -129,6 +129,7 @@ sdk::Expected<std::vector<Record>> decode_tokens(std::span<const std::int64_t> i
 
 // One line per record, e.g. "EXEC B1 w0 0b0111", "WREG w0 r2 0b0111 byte [4, 10, 18]".
 std::string to_text(const Record& record);
+const char* kind_name(RecordKind kind);  // "EXEC", "WREG", ... ("?" past the last kind)
 std::string lane_mask_text(std::uint32_t lanes);
 
 // Checks that the program and its launch fit the token layout (errors name the limit and by how much).

@@ -25,6 +25,7 @@ enum class ErrorCode : std::uint32_t {
   kIoError,          // the operating system refused a read or write
   kPluginError,      // a plugin misbehaved (threw, returned garbage)
   kInternal,         // a bug in qgpu
+  kCancelled,        // the user stopped the work (Ctrl-C)
 };
 
 // A short lower-case name for the code ("not-available", ...).
@@ -66,6 +67,7 @@ Status parse_error(std::string message);
 Status io_error(std::string message);
 Status plugin_error(std::string message);
 Status internal_error(std::string message);
+Status cancelled(std::string message);
 // "<what> is not available in this build": the one way an unbuilt operation answers.
 Status not_available(std::string_view what);
 // A parse or validation error at "file:line:col".
