@@ -29,4 +29,12 @@ YAML
 out=$("$prefix/bin/qgpu-host" --config "$work/minimal.yaml" info)
 grep -Eq 'machine +machine_minimal .*\[selected by config\]' <<<"$out" || { echo "FAIL: not selected"; echo "$out"; exit 1; }
 grep -q 'words: *8' <<<"$out" || { echo "FAIL: option not passed"; echo "$out"; exit 1; }
+# The host asks the machine what it can do before compiling: the template lowers nothing.
+set +e
+err=$("$prefix/bin/qgpu-host" --config "$work/minimal.yaml" run "$example/../../examples/dot.cu" --grid 1 --block 4 \
+  --arg 'a=[1,2,3]' --arg 'b=[4,5,6]' --arg 'out=[0]' --arg n=3 2>&1 >/dev/null)
+rc=$?
+set -e
+[ "$rc" = 2 ] && grep -q "^qgpu-host: error: machine_minimal: capability 'lower' is not available" <<<"$err" ||
+  { echo "FAIL: run on a machine without lower(): exit $rc: $err"; exit 1; }
 echo "ok: machine_minimal built against the installed SDK and loaded"

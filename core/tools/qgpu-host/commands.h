@@ -14,6 +14,7 @@ namespace qgpu::host {
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailure = 1;
 inline constexpr int kExitUsage = 2;
+inline constexpr int kExitInterrupted = 130;  // Ctrl-C (128 + SIGINT), as shells report it
 
 // Prints an error as one line on stderr and returns the matching exit code.
 int report(const sdk::Status& status);

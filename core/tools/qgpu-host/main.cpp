@@ -23,6 +23,7 @@ int report(const sdk::Status& status) {
     case sdk::ErrorCode::kParseError:
     case sdk::ErrorCode::kUnsupported:
     case sdk::ErrorCode::kLimitExceeded: return kExitUsage;
+    case sdk::ErrorCode::kCancelled: return kExitInterrupted;
     default: return kExitFailure;
   }
 }

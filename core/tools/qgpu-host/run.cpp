@@ -8,6 +8,7 @@
 #include <string>
 
 #include "commands.h"
+#include "progress.h"
 #include "qgpu/core/launch_args.h"
 #include "qgpu/core/merged_model.h"
 #include "qgpu/core/silence_json.h"
@@ -71,6 +72,19 @@ sdk::Status compare_arrays(const sdk::LaunchResult& interp, const sdk::ModelRunR
   return sdk::Status::ok();
 }
 
+// The plugin's capability `name` (Plugin::describe) must be there and available.
+sdk::Status require_capability(const sdk::Plugin& plugin, const std::string& plugin_name, const std::string& name) {
+  auto description = core::guarded_call(plugin_name, "describe()", [&] { return plugin.describe(); });
+  if (!description) return description.error();
+  for (const auto& capability : description->capabilities) {
+    if (capability.name != name) continue;
+    if (capability.available) return sdk::Status::ok();
+    return sdk::unsupported(plugin_name + ": capability '" + name + "' is not available" +
+                            (capability.detail.empty() ? "" : " (" + capability.detail + ")"));
+  }
+  return sdk::unsupported(plugin_name + " has no capability '" + name + "'");
+}
+
 }  // namespace
 
 int run_kernel(const core::Host& host, const RunOptions& options) {
@@ -99,12 +113,19 @@ int run_kernel(const core::Host& host, const RunOptions& options) {
     args.push_back(std::move(*arg));
   }
 
-  auto frontend = host.instantiate<sdk::Frontend>();
-  if (!frontend) return report(frontend.error());
   auto machine = host.instantiate<sdk::Machine>();
   if (!machine) return report(machine.error());
-  const std::string frontend_name = host.select(QGPU_PLUGIN_FRONTEND)->plugin->name;
   const std::string machine_name = host.select(QGPU_PLUGIN_MACHINE)->plugin->name;
+  // The machine says which engines it has; the host refuses the others before compiling.
+  for (const auto& [needed, engine] : {std::pair{true, "lower"}, std::pair{use_interp, "interpret"},
+                                       std::pair{use_model && !merged, "circuit"}, std::pair{merged, "model"}}) {
+    if (!needed) continue;
+    auto available = require_capability(**machine, machine_name, engine);
+    if (!available.is_ok()) return report(available);
+  }
+  auto frontend = host.instantiate<sdk::Frontend>();
+  if (!frontend) return report(frontend.error());
+  const std::string frontend_name = host.select(QGPU_PLUGIN_FRONTEND)->plugin->name;
 
   sdk::SourceInput input{options.kernel_file, sdk::SourceLanguage::kAuto};
   auto module = core::guarded_call(frontend_name, "compile()", [&] { return (*frontend)->compile(input); });
@@ -162,8 +183,15 @@ int run_kernel(const core::Host& host, const RunOptions& options) {
     model_options.on_progress = [](std::string_view line) {
       std::fprintf(stderr, "qgpu-host: %.*s\n", static_cast<int>(line.size()), line.data());
     };
+    // While it generates: a live line on a terminal (not with --trace, whose records stream, nor
+    // with --json), a line every 10 s otherwise; Ctrl-C stops it with how far it got.
+    LaunchProgressLine line(model_options.engine, stderr_is_terminal() && !options.trace && !options.json);
+    model_options.on_step = [&line](const sdk::LaunchProgress& p) { line(p); };
+    InterruptFlag interrupt;
+    model_options.cancel = interrupt.flag();
     auto result = core::guarded_call(machine_name, "run_model()",
                                      [&] { return (*machine)->run_model(**program, *launch, model_options); });
+    line.finish();
     if (!result) return report(result.error());
     model = std::move(*result);
     if (use_interp) {

@@ -1,0 +1,88 @@
+#include "progress.h"
+
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdio>
+#include <utility>
+
+namespace qgpu::host {
+namespace {
+
+std::atomic<bool> g_interrupted{false};
+
+extern "C" void on_interrupt(int) {
+  g_interrupted.store(true);
+  std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C ends the process
+}
+
+}  // namespace
+
+bool stderr_is_terminal() {
+  return isatty(fileno(stderr)) != 0;
+}
+
+LaunchProgressLine::LaunchProgressLine(std::string engine, bool terminal, double log_interval_s)
+    : engine_(std::move(engine)),
+      terminal_(terminal),
+      log_interval_s_(log_interval_s),
+      last_log_(std::chrono::steady_clock::now()) {}
+
+LaunchProgressLine::~LaunchProgressLine() {
+  finish();
+}
+
+void LaunchProgressLine::finish() {
+  if (live_) std::fprintf(stderr, "\r\033[K");
+  live_ = false;
+}
+
+std::string LaunchProgressLine::describe(const std::string& engine, const sdk::LaunchProgress& p) {
+  std::string kinds;
+  for (const auto& [kind, n] : p.records_by_kind) kinds += (kinds.empty() ? "" : " ") + kind + " " + std::to_string(n);
+  char line[320];
+  std::snprintf(line, sizeof line,
+                "%s: %lld generated tokens, %lld records (%s), %lld warp-instructions, %.1f tokens/s, smallest "
+                "margin %.4g",
+                engine.c_str(), static_cast<long long>(p.generated_tokens), static_cast<long long>(p.records),
+                kinds.empty() ? "none yet" : kinds.c_str(), static_cast<long long>(p.warp_instructions),
+                p.seconds > 0 ? static_cast<double>(p.generated_tokens) / p.seconds : 0.0, p.min_margin);
+  return line;
+}
+
+void LaunchProgressLine::operator()(const sdk::LaunchProgress& p) {
+  if (terminal_) {
+    if (p.done) {
+      if (live_) std::fprintf(stderr, "\r\033[K");
+      live_ = false;
+      return;
+    }
+    std::fprintf(stderr, "\r\033[K%s", describe(engine_, p).c_str());
+    std::fflush(stderr);
+    live_ = true;
+    return;
+  }
+  const auto now = std::chrono::steady_clock::now();
+  if (p.done || std::chrono::duration<double>(now - last_log_).count() < log_interval_s_) return;
+  last_log_ = now;
+  std::fprintf(stderr, "qgpu-host: %s\n", describe(engine_, p).c_str());
+}
+
+InterruptFlag::InterruptFlag() {
+  g_interrupted.store(false);
+  std::signal(SIGINT, on_interrupt);
+}
+
+InterruptFlag::~InterruptFlag() {
+  std::signal(SIGINT, SIG_DFL);
+}
+
+const std::atomic<bool>* InterruptFlag::flag() const {
+  return &g_interrupted;
+}
+
+bool InterruptFlag::raised() const {
+  return g_interrupted.load();
+}
+
+}  // namespace qgpu::host
