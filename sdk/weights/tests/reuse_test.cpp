@@ -418,7 +418,9 @@ struct TwoModes {
     a = must(c.input("in", "a", 32));
     b = must(c.input("in", "b", 32));
     e = must(c.input("in", "e", 1));
-    if (declare) EXPECT_TRUE(c.declare_mode_bit(e[0]).is_ok());
+    if (declare) {
+      EXPECT_TRUE(c.declare_mode_bit(e[0]).is_ok());
+    }
     x.push_back(a);
     y.push_back(b);
     for (int k = 1; k <= n; ++k) {
