@@ -15,6 +15,9 @@ Expected<ModelRunResult> Machine::run_model(const MachineProgram&, const std::ve
                                             const ModelRunOptions& options) {
   return not_available("--engine " + options.engine + " (running a launch through the model)");
 }
+Expected<CircuitReport> Machine::describe_circuit(const CircuitRequest&) {
+  return not_available("a description of the machine's circuit");
+}
 MachineProgram::~MachineProgram() = default;
 BaseModel::~BaseModel() = default;
 TensorBackend::~TensorBackend() = default;

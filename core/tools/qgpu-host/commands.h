@@ -48,6 +48,13 @@ struct RunOptions {
 };
 int run_kernel(const core::Host& host, const RunOptions& options);
 
+struct CircuitOptions {
+  std::string engine = "model";  // the circuit of: circuit (the layers alone) or model (as merged)
+  bool json = false;
+  bool markdown = false;  // the tables docs/MACHINE_CIRCUIT.md embeds
+};
+int run_circuit(const core::Host& host, const CircuitOptions& options);
+
 struct GenerateOptions {
   std::string prompt;  // generate
   std::string system;  // chat: an optional system message

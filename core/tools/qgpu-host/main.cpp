@@ -103,6 +103,18 @@ int main_impl(int argc, char** argv) {
   run->add_flag("--dump-program", run_options.dump_program, "print the lowered machine program");
   run->add_option("--max-steps", run_options.max_steps, "stop with an error after this many block executions");
 
+  CircuitOptions circuit_options;
+  CLI::App* circuit = app.add_subcommand(
+      "circuit", "the machine's circuit as an engine compiles it: layer by layer, what each unit uses");
+  circuit
+      ->add_option("--engine", circuit_options.engine,
+                   "model (default: as merged in front of a base, with the mute direction's channels kept free) or "
+                   "circuit (the layers alone)")
+      ->check(CLI::IsMember({"circuit", "model"}));
+  auto* circuit_json = circuit->add_flag("--json", circuit_options.json, "print one JSON object");
+  circuit->add_flag("--markdown", circuit_options.markdown, "print the Markdown tables of docs/MACHINE_CIRCUIT.md")
+      ->excludes(circuit_json);
+
   GenerateOptions gen_options;
   auto add_sampling = [&](CLI::App* cmd) {
     cmd->add_option("--max-tokens", gen_options.max_tokens, "tokens to generate at most (default 64)")
@@ -163,6 +175,7 @@ int main_impl(int argc, char** argv) {
   }
 
   if (*info) return run_info(**host, info_options);
+  if (*circuit) return run_circuit(**host, circuit_options);
   if (*run) {
     if (run_options.check && engine->count() == 0) run_options.engine = "model";  // --check needs a model engine
     return run_kernel(**host, run_options);

@@ -16,6 +16,7 @@
 #include "qgpu/weights/compile.h"
 #include "qgpu/weights/numerics.h"
 #include "qgpu/weights/reference.h"
+#include "qgpu/weights/report.h"
 #include "qgpu/weights/state.h"
 #include "records.h"
 #include "writeback.h"
@@ -103,7 +104,8 @@ sdk::Expected<std::unique_ptr<CompiledMachine>> build_compiled(const sdk::ModelR
 
 // Compiled once per process and target: the circuit engine's (machine_target()) and the
 // merge's (the base's shapes with a mute channel).
-sdk::Expected<const CompiledMachine*> compiled_machine(const sdk::ModelRunOptions& o) {
+sdk::Expected<const CompiledMachine*> compiled_machine(bool merged, const weights::Target& target,
+                                                       const sdk::ModelRunOptions& o) {
   static std::mutex mu;
   struct Entry {
     weights::Target target;
@@ -112,13 +114,6 @@ sdk::Expected<const CompiledMachine*> compiled_machine(const sdk::ModelRunOption
     std::optional<sdk::Status> failed;
   };
   static std::vector<Entry> cache;
-  const bool merged = o.engine == "model";
-  weights::Target target = circuit::machine_target();
-  if (merged) {
-    target.shapes = o.model->shapes();
-    target.mute_channel = true;
-    target.mute_width = o.model->mute_width();
-  }
   auto same = [&](const Entry& e) {
     return e.merged == merged && e.target.shapes == target.shapes && e.target.mute_width == target.mute_width;
   };
@@ -137,6 +132,24 @@ sdk::Expected<const CompiledMachine*> compiled_machine(const sdk::ModelRunOption
   cache.push_back(std::move(e));
   if (cache.back().failed) return *cache.back().failed;
   return static_cast<const CompiledMachine*>(cache.back().x.get());
+}
+
+// The target of an engine: the machine's own, or (merged) the base's shapes with the mute
+// direction's channels reserved.
+weights::Target target_for(bool merged, const sdk::LayerShapes& shapes, int mute_width) {
+  weights::Target target = circuit::machine_target();
+  if (merged) {
+    if (shapes.hidden_size > 0) target.shapes = shapes;
+    target.mute_channel = true;
+    target.mute_width = mute_width;
+  }
+  return target;
+}
+
+sdk::Expected<const CompiledMachine*> compiled_machine(const sdk::ModelRunOptions& o) {
+  const bool merged = o.engine == "model";
+  return compiled_machine(merged, merged ? target_for(true, o.model->shapes(), o.model->mute_width())
+                                         : circuit::machine_target(), o);
 }
 
 // The record rows of the merge: row i embeds token id base + i (weights::embed of its
@@ -565,6 +578,19 @@ sdk::Expected<sdk::ModelRunResult> CircuitRun::finish() {
   if (mlp < 1e30) r.stats.emplace_back("mlp_switch_margin_min", static_cast<std::int64_t>(mlp));
   if (gdn < 1e30) r.stats.emplace_back("gdn_switch_margin_min", static_cast<std::int64_t>(gdn));
   return r;
+}
+
+sdk::Expected<sdk::CircuitReport> describe_circuit(const sdk::CircuitRequest& request,
+                                                   const std::function<void(std::string_view)>& on_progress) {
+  if (request.engine != "circuit" && request.engine != "model")
+    return sdk::invalid_argument("unknown engine '" + request.engine + "' (the circuit of: circuit, model)");
+  const bool merged = request.engine == "model";
+  sdk::ModelRunOptions progress;
+  progress.engine = request.engine;
+  progress.on_progress = on_progress;
+  auto x = compiled_machine(merged, target_for(merged, request.shapes, request.mute_width), progress);
+  if (!x) return x.status();
+  return weights::report((*x)->c, (*x)->cc, request.engine);
 }
 
 sdk::Expected<sdk::ModelRunResult> run_on_circuit(const Program& program, const std::vector<sdk::LaunchArg>& args,

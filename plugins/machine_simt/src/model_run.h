@@ -9,8 +9,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "program.h"
@@ -54,6 +56,11 @@ class CircuitRun {
   explicit CircuitRun(std::unique_ptr<State> state);
   std::unique_ptr<State> s_;
 };
+
+// The circuit run_model uses for request.engine ("circuit" or "model"), compiled (once per
+// process, as for a run) and described layer by layer (Machine::describe_circuit).
+sdk::Expected<sdk::CircuitReport> describe_circuit(const sdk::CircuitRequest& request,
+                                                   const std::function<void(std::string_view)>& on_progress);
 
 // start + feed_prompt + generate + finish.
 sdk::Expected<sdk::ModelRunResult> run_on_circuit(const Program& program, const std::vector<sdk::LaunchArg>& args,

@@ -26,7 +26,7 @@ constexpr std::array kOptions = {
 
 class SimtMachine final : public sdk::Machine {
  public:
-  explicit SimtMachine(const sdk::PluginContext& context) : options_(context.options) {}
+  explicit SimtMachine(const sdk::PluginContext& context) : options_(context.options), logger_(context.logger) {}
 
   sdk::Expected<sdk::Description> describe() const override {
     sdk::Description d;
@@ -87,8 +87,13 @@ class SimtMachine final : public sdk::Machine {
     return run_on_circuit(*simt, args, options);
   }
 
+  sdk::Expected<sdk::CircuitReport> describe_circuit(const sdk::CircuitRequest& request) override {
+    return simt::describe_circuit(request, [this](std::string_view line) { logger_.info(line); });
+  }
+
  private:
   sdk::Options options_;
+  sdk::Logger logger_;
 };
 
 }  // namespace

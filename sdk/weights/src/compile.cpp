@@ -65,14 +65,15 @@ int gdn_width(const Circuit& c, const Op& op) {
   return static_cast<int>(op.gdn.src.size());
 }
 
-std::int64_t key_heads_of(const Circuit& c, const Op& op, const sdk::LayerShapes& s) {
+}  // namespace
+
+std::int64_t detail::key_heads_of(const Circuit& c, const Op& op, const sdk::LayerShapes& s) {
   std::int64_t vheads = (gdn_width(c, op) + bits_per_head(s) - 1) / bits_per_head(s);
   std::int64_t r = s.linear_num_value_heads / s.linear_num_key_heads;
   return (vheads + r - 1) / r;
 }
 
-}  // namespace
-
+using detail::key_heads_of;
 using detail::root_of;
 
 std::int64_t CompiledCircuit::total_neurons() const {

@@ -21,8 +21,13 @@ int op_sublayer(const Circuit& c, const Schedule& s, std::size_t i);
 std::vector<std::int64_t> mlp_neurons_by_layer(const Circuit& c, const Schedule& s);
 // Pads after `next` so that 16² + pairs + Σ pad² = hidden size; the channel limit.
 sdk::Status add_pads(Allocation& a, const Target& t, int next, std::int64_t pairs, const std::string& detail);
+// Gated DeltaNet q/k heads an op's port needs at these shapes (each with its value heads).
+std::int64_t key_heads_of(const Circuit& c, const Op& op, const sdk::LayerShapes& s);
 // allocate() with channel reuse over the live ranges (liveness.cpp).
 sdk::Expected<Allocation> allocate_reusing(const Circuit& c, const Target& t, const Schedule& s);
+// Bits live after each sub-layer, from the embedding (-1) to `last` or the last sub-layer a
+// range names, whichever is later (the larger token mode's; field_modes).
+std::vector<int> live_bits(const Circuit& c, const std::vector<LiveRange>& live, int last = -1);
 // Bits live at once, at most over every sub-layer boundary (per token mode: the fields
 // of one mode share channels with the other's, field_modes).
 int live_peak(const Circuit& c, const std::vector<LiveRange>& live);

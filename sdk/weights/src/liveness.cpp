@@ -137,19 +137,23 @@ std::vector<LiveRange> live_ranges(const Circuit& circuit, const Target& target,
 
 namespace detail {
 
-int live_peak(const Circuit& c, const std::vector<LiveRange>& live) {
+std::vector<int> live_bits(const Circuit& c, const std::vector<LiveRange>& live, int last) {
   const std::vector<int> mode = field_modes(c);
-  int last = -1;
   for (const LiveRange& r : live) last = std::max({last, r.start, r.last_read, r.last_write});
-  int peak = 0;
+  std::vector<int> bits;
   for (int b = -1; b <= last; ++b) {
     int n[2] = {0, 0};  // per token mode: channels that its fields and the unmoded ones need
     for (std::size_t f = 0; f < live.size(); ++f)
       if (c.fields()[f].alias_of < 0 && live[f].live_after(b))
         for (int t : tracks_of(mode[f])) n[t] += c.fields()[f].width;
-    peak = std::max({peak, n[0], n[1]});
+    bits.push_back(std::max(n[0], n[1]));
   }
-  return peak;
+  return bits;
+}
+
+int live_peak(const Circuit& c, const std::vector<LiveRange>& live) {
+  const std::vector<int> bits = live_bits(c, live);
+  return bits.empty() ? 0 : *std::max_element(bits.begin(), bits.end());
 }
 
 namespace {

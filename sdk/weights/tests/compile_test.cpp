@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "harness.h"
+#include "qgpu/weights/report.h"
 
 namespace qgpu::weights {
 namespace {
@@ -77,6 +78,31 @@ TEST(Compile, ScheduleAndAllocationRoundTrip) {
   EXPECT_NE(wrong_circuit.status().message().find("fields"), std::string::npos);
   std::filesystem::remove_all(dir);
   EXPECT_FALSE(dump(s.c, cc, dir).is_ok());  // the directory must exist: never a silent default
+}
+
+TEST(Compile, ReportCountsEachUnitPerLayer) {
+  Small s;
+  CompiledCircuit cc = must(compile(s.c, testing::qwen2b_target()));
+  const sdk::CircuitReport r = report(s.c, cc, "circuit");
+  EXPECT_EQ(r.name, "small");
+  EXPECT_EQ(r.engine, "circuit");
+  ASSERT_EQ(r.layers.size(), 2u);
+  // Layer 0's Gated DeltaNet reads the two operands: one 32-bit row each, one value head of
+  // 128 / 4 bits, one key head per value head at 2B's 16 / 16 heads.
+  ASSERT_FALSE(r.layers[0].units.empty());
+  EXPECT_EQ(r.layers[0].units.back().unit, "regs");
+  EXPECT_EQ(r.layers[0].units.back().key_heads, 2);
+  EXPECT_EQ(r.layers[0].key_heads, 2);
+  EXPECT_EQ(r.layers[1].key_heads, 0);
+  // The adder and the compare are the ALU's; per layer the units add up to the scheduler's count.
+  for (std::size_t l = 0; l < r.layers.size(); ++l) {
+    EXPECT_EQ(r.layers[l].mlp_neurons, cc.schedule.use[l].mlp_neurons) << "layer " << l;
+    for (const auto& u : r.layers[l].units) EXPECT_TRUE(u.unit == "alu" || u.unit == "regs") << u.unit;
+  }
+  EXPECT_GT(r.layers[0].mlp_neurons + r.layers[1].mlp_neurons, 0);
+  EXPECT_EQ(r.channels_used, cc.allocation.channels_used);
+  EXPECT_EQ(r.fields, static_cast<std::int64_t>(s.c.fields().size()));
+  EXPECT_EQ(unit_of(s.c, s.c.ops().back()), "alu");
 }
 
 TEST(Compile, CircuitRunsEndToEnd) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "qgpu/sdk/base_model.h"
+#include "qgpu/sdk/circuit_report.h"
 #include "qgpu/sdk/frontend.h"
 #include "qgpu/sdk/plugin.h"
 
@@ -159,6 +160,13 @@ struct ModelRunResult {
   std::vector<std::pair<std::string, std::int64_t>> stats;
 };
 
+// Which compiled circuit `qgpu-host circuit` describes (Machine::describe_circuit).
+struct CircuitRequest {
+  std::string engine = "model";  // "circuit": the layers alone; "model": as merged in front of a base
+  LayerShapes shapes;            // hidden_size 0: the machine's own default shapes
+  int mute_width = 0;            // "model": channels reserved for the mute direction (ModelHost::mute_width)
+};
+
 class QGPU_SDK_API Machine : public Plugin {
  public:
   using Interface = Machine;
@@ -176,6 +184,9 @@ class QGPU_SDK_API Machine : public Plugin {
   // Default: not available.
   virtual Expected<ModelRunResult> run_model(const MachineProgram& program, const std::vector<LaunchArg>& args,
                                              const ModelRunOptions& options);
+  // The machine's circuit as compiled for request.engine: layer by layer, what each of its
+  // units uses (`qgpu-host circuit`). Default: not available.
+  virtual Expected<CircuitReport> describe_circuit(const CircuitRequest& request);
 };
 
 }  // namespace qgpu::sdk
