@@ -69,7 +69,7 @@ Totals totals(const sdk::CircuitReport& r) {
 std::string summary(const sdk::CircuitReport& r) {
   const Totals t = totals(r);
   std::string line = "the " + r.name + " circuit for --engine " + r.engine + ": " + std::to_string(r.layers.size()) +
-                     " layers, " + digits(t.mlp_neurons + t.clear_neurons) + " MLP neurons (" +
+                     " layers, " + digits(t.mlp_neurons) + " MLP neurons (" +
                      digits(t.clear_neurons) + " of them clearing channels for reuse), " + digits(t.key_heads) +
                      " key heads, " + digits(r.channels_used) + " of " + digits(r.shapes.hidden_size) +
                      " channels (live peak " + digits(r.live_peak) + " bits";

@@ -94,10 +94,16 @@ TEST(Compile, ReportCountsEachUnitPerLayer) {
   EXPECT_EQ(r.layers[0].units.back().key_heads, 2);
   EXPECT_EQ(r.layers[0].key_heads, 2);
   EXPECT_EQ(r.layers[1].key_heads, 0);
-  // The adder and the compare are the ALU's; per layer the units add up to the scheduler's count.
+  // The adder and the compare are the ALU's; per layer the units and the clears add up to
+  // the neurons the emitted MLP holds.
   for (std::size_t l = 0; l < r.layers.size(); ++l) {
-    EXPECT_EQ(r.layers[l].mlp_neurons, cc.schedule.use[l].mlp_neurons) << "layer " << l;
-    for (const auto& u : r.layers[l].units) EXPECT_TRUE(u.unit == "alu" || u.unit == "regs") << u.unit;
+    EXPECT_EQ(r.layers[l].mlp_neurons, cc.layers[l].mlp.used_neurons()) << "layer " << l;
+    std::int64_t sum = r.layers[l].clear_neurons;
+    for (const auto& u : r.layers[l].units) {
+      EXPECT_TRUE(u.unit == "alu" || u.unit == "regs") << u.unit;
+      sum += u.mlp_neurons;
+    }
+    EXPECT_EQ(sum, r.layers[l].mlp_neurons) << "layer " << l;
   }
   EXPECT_GT(r.layers[0].mlp_neurons + r.layers[1].mlp_neurons, 0);
   EXPECT_EQ(r.channels_used, cc.allocation.channels_used);

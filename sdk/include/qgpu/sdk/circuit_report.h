@@ -14,13 +14,13 @@ namespace qgpu::sdk {
 // ("alu", "mem", "control", ...), as the machine names them.
 struct CircuitUnitUse {
   std::string unit;
-  std::int64_t mlp_neurons = 0;  // in the layer's MLP (deduplicated within each operation)
+  std::int64_t mlp_neurons = 0;  // of the layer's MLP (a neuron two operations share counts for the first)
   std::int64_t key_heads = 0;    // Gated DeltaNet q/k heads (each with its value heads)
 };
 
 struct CircuitLayer {
-  std::int64_t mlp_neurons = 0;    // the operations' (the sum over units)
-  std::int64_t clear_neurons = 0;  // clearing dead fields' channels for reuse
+  std::int64_t mlp_neurons = 0;    // the layer's MLP holds (identical neurons merged): units' + clears
+  std::int64_t clear_neurons = 0;  // of them, clearing dead fields' channels for reuse
   std::int64_t key_heads = 0;
   std::int64_t live_bits = 0;        // residual channels live after the layer (the larger token mode's)
   std::vector<CircuitUnitUse> units;  // units with anything in this layer, by name
