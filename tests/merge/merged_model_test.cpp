@@ -938,7 +938,8 @@ class TableBase final : public sdk::BaseModel {
   }
   sdk::Expected<std::vector<std::int64_t>> encode(std::string_view) override { return sdk::not_available("encode"); }
   sdk::Expected<std::string> decode(std::span<const std::int64_t>) override { return sdk::not_available("decode"); }
-  sdk::Expected<std::vector<std::int64_t>> encode_chat(std::span<const sdk::ChatTurn>) override {
+  sdk::Expected<std::vector<std::int64_t>> encode_chat(std::span<const sdk::ChatTurn>,
+                                                       std::span<const sdk::ToolDeclaration>) override {
     return sdk::not_available("chat");
   }
   std::vector<std::int64_t> stop_ids() const override { return {}; }

@@ -220,13 +220,15 @@ class Qwen35Base final : public sdk::BaseModel {
     return tokenizer_->decode(narrow, InvalidUtf8::kKeep);
   }
 
-  sdk::Expected<std::vector<std::int64_t>> encode_chat(std::span<const sdk::ChatTurn> turns) override {
+  using sdk::BaseModel::encode_chat;
+  sdk::Expected<std::vector<std::int64_t>> encode_chat(std::span<const sdk::ChatTurn> turns,
+                                                       std::span<const sdk::ToolDeclaration> tools) override {
     if (!tokenizer_) return sdk::invalid_argument("encode_chat before load");
-    std::vector<ChatMessage> messages;
-    for (const auto& t : turns) messages.push_back({t.role, t.content});
+    const std::vector<ChatMessage> messages(turns.begin(), turns.end());
+    const std::vector<sdk::ToolDeclaration> declared(tools.begin(), tools.end());
     ChatOptions options;
     options.enable_thinking = enable_thinking_;
-    auto ids = tokenizer_->encode_chat(messages, options);
+    auto ids = tokenizer_->encode_chat(messages, options, declared);
     if (!ids) return ids.error();
     return std::vector<std::int64_t>(ids->begin(), ids->end());
   }

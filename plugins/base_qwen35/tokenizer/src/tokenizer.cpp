@@ -267,37 +267,20 @@ std::vector<std::string_view> Tokenizer::pre_tokenize(std::string_view normalize
 }
 
 Expected<std::string> Tokenizer::apply_chat_template(const std::vector<ChatMessage>& messages,
-                                                     const ChatOptions& options) const {
-  std::string out;
-  for (std::size_t i = 0; i < messages.size(); ++i) {
-    const ChatMessage& msg = messages[i];
-    if (msg.role.empty() || msg.role.find('\n') != std::string::npos || msg.role.find("<|") != std::string::npos) {
-      return sdk::invalid_argument("chat message " + std::to_string(i) + ": role " + quote_short(msg.role) +
-                                   " must be non-empty and contain no newline or '<|'");
-    }
-    QGPU_RETURN_IF_ERROR(validate_utf8(msg.role).with_context("chat message " + std::to_string(i) + " role"));
-    QGPU_RETURN_IF_ERROR(validate_utf8(msg.content).with_context("chat message " + std::to_string(i) + " content"));
-    out += "<|im_start|>";
-    out += msg.role;
-    out += '\n';
-    out += msg.content;
-    out += "<|im_end|>\n";
-  }
-  if (options.add_generation_prompt) {
-    out += "<|im_start|>assistant\n";
-    out += options.enable_thinking ? "<think>\n" : "<think>\n\n</think>\n\n";
-  }
-  return out;
+                                                     const ChatOptions& options,
+                                                     const std::vector<sdk::ToolDeclaration>& tools) const {
+  return render_chat(messages, tools, options);
 }
 
 Expected<std::vector<TokenId>> Tokenizer::encode_chat(const std::vector<ChatMessage>& messages,
-                                                      const ChatOptions& options) const {
+                                                      const ChatOptions& options,
+                                                      const std::vector<sdk::ToolDeclaration>& tools) const {
   const SpecialTokenIds& s = impl_->special;
   if (s.im_start < 0 || s.im_end < 0 || s.think < 0 || s.end_think < 0) {
     return sdk::unsupported(
         "encode_chat: the tokenizer lacks the ChatML tokens <|im_start|>, <|im_end|>, <think>, </think>");
   }
-  auto text = apply_chat_template(messages, options);
+  auto text = apply_chat_template(messages, options, tools);
   if (!text) return text.error();
   return encode(*text);
 }

@@ -2,6 +2,8 @@
 // the Qwen3.5 ids, cross-checked with tiktoken); see tools/make_goldens.py for how each file is made.
 #include "qgpu/qwen35/tokenizer.h"
 
+#include "qgpu/qwen35/chat.h"
+
 #include <gtest/gtest.h>
 #include <lzma.h>
 #include <unicode/uchar.h>
@@ -302,19 +304,111 @@ TEST(Qwen35, ChatTemplateMatchesGoldens) {
   EXPECT_EQ(*ids, want);
 }
 
-TEST(Qwen35, ChatTemplateRejectsBadRoles) {
+// --- The chat format with tools (chat.h) against transformers' apply_chat_template on the official
+// template: tests/golden/chat/make_chat_goldens.py.
+
+using OrderedJson = nlohmann::ordered_json;
+
+const fs::path kChatGoldens = QGPU_CHAT_GOLDEN_DIR;
+
+// A transcript of chat_goldens.jsonl (transformers' message and tool dicts) as our types. Argument
+// values that are not strings become the text the template writes for them (`|string` of a number).
+struct Transcript {
+  std::string name;
+  std::vector<ChatMessage> messages;
+  std::vector<sdk::ToolDeclaration> tools;
+  ChatOptions options;
+  std::string text;
+  std::vector<TokenId> ids;
+};
+
+std::vector<Transcript> chat_goldens() {
+  std::vector<Transcript> out;
+  std::ifstream in(kChatGoldens / "chat_goldens.jsonl");
+  EXPECT_TRUE(in) << "cannot open chat_goldens.jsonl in " << kChatGoldens;
+  for (std::string line; std::getline(in, line);) {
+    const OrderedJson c = OrderedJson::parse(line);
+    Transcript t;
+    t.name = c["name"].get<std::string>();
+    for (const OrderedJson& tool : c["tools"]) {
+      const OrderedJson& f = tool["function"];
+      t.tools.push_back({f["name"].get<std::string>(), f["description"].get<std::string>(), f["parameters"].dump()});
+    }
+    for (const OrderedJson& m : c["messages"]) {
+      ChatMessage message{m["role"].get<std::string>(), m["content"].get<std::string>()};
+      for (const OrderedJson& call : m.value("tool_calls", OrderedJson::array())) {
+        sdk::ToolCall tc{call["function"]["name"].get<std::string>()};
+        for (const auto& [key, value] : call["function"]["arguments"].items()) {
+          tc.parameters.push_back({key, value.is_string() ? value.get<std::string>() : value.dump()});
+        }
+        message.tool_calls.push_back(std::move(tc));
+      }
+      t.messages.push_back(std::move(message));
+    }
+    t.options = {c["add_generation_prompt"].get<bool>(), c["enable_thinking"].get<bool>()};
+    t.text = c["text"].get<std::string>();
+    t.ids = c["ids"].get<std::vector<TokenId>>();
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+TEST(Qwen35Chat, MatchesTransformersOnTheOfficialTemplate) {
   const Tokenizer& tok = tokenizer("qwen35");
-  std::vector<ChatMessage> msgs = {{"user", "hi"}, {"bad\nrole", "x"}};
-  auto text = tok.apply_chat_template(msgs);
-  ASSERT_FALSE(text);
-  EXPECT_EQ(text.error().to_string(),
-            "error: chat message 1: role 'bad\nrole' must be non-empty and contain no newline or '<|'");
-  msgs = {{"", "x"}};
-  EXPECT_FALSE(tok.apply_chat_template(msgs));
-  msgs = {{"user", "bad \xFF content"}};
-  auto bad = tok.encode_chat(msgs);
-  ASSERT_FALSE(bad);
-  EXPECT_EQ(bad.error().to_string(), "error: chat message 0 content: invalid UTF-8 at byte offset 4 (byte 0xFF)");
+  const auto goldens = chat_goldens();
+  ASSERT_GE(goldens.size(), 8u);
+  for (const Transcript& t : goldens) {
+    auto text = tok.apply_chat_template(t.messages, t.options, t.tools);
+    ASSERT_TRUE(text) << t.name << ": " << text.error().to_string();
+    EXPECT_EQ(*text, t.text) << t.name;
+    auto ids = tok.encode_chat(t.messages, t.options, t.tools);
+    ASSERT_TRUE(ids) << t.name << ": " << ids.error().to_string();
+    EXPECT_EQ(*ids, t.ids) << t.name;
+  }
+}
+
+TEST(Qwen35Chat, RefusesWhatTheTemplateRefusesOrCannotReadBack) {
+  const Tokenizer& tok = tokenizer("qwen35");
+  const sdk::ToolDeclaration gpu{"gpu", "d", R"({"type": "object"})"};
+  auto error = [&](const std::vector<ChatMessage>& msgs, const std::vector<sdk::ToolDeclaration>& tools = {}) {
+    auto text = tok.apply_chat_template(msgs, {}, tools);
+    return text ? std::string("(rendered)") : text.error().to_string();
+  };
+  EXPECT_EQ(error({}), "error: chat: no messages (the template needs a user turn)");
+  EXPECT_EQ(error({{"system", "s"}}),
+            "error: chat: no user query (the template needs a user turn that is not a tool response)");
+  EXPECT_EQ(error({{"user", " <tool_response>\n1\n</tool_response>\n"}}),
+            "error: chat: no user query (the template needs a user turn that is not a tool response)");
+  EXPECT_EQ(error({{"user", "hi"}, {"system", "s"}}), "error: chat message 1: a system turn must be the first");
+  EXPECT_EQ(error({{"user", "hi"}, {"bad\nrole", "x"}}),
+            "error: chat message 1: role 'bad\\nrole' is not system, user, assistant or tool");
+  EXPECT_EQ(error({{"", "x"}}), "error: chat message 0: role '' is not system, user, assistant or tool");
+  EXPECT_EQ(error({{"user", "bad \xFF content"}}),
+            "error: chat message 0 content: invalid UTF-8 at byte offset 4 (byte 0xFF)");
+  EXPECT_EQ(error({{"user", "hi", {{"gpu", {}}}}}), "error: chat message 0: only assistant turns make tool calls");
+  EXPECT_EQ(error({{"user", "hi"}, {"assistant", "", {{"a>b", {}}}}}),
+            "error: chat message 1 tool call 0 name 'a>b' contains '<', '>' or a newline");
+  EXPECT_EQ(error({{"user", "hi"}, {"assistant", "", {{"gpu", {{"x", "1\n</parameter>\n"}}}}}}),
+            "error: chat message 1 tool call 0 parameter 'x': the value contains '</parameter>'");
+  EXPECT_EQ(error({{"user", "hi"}}, {{"gpu", "d", "[1, 2]"}}), "error: tool 0 'gpu': parameters_json is not a JSON object");
+  EXPECT_EQ(error({{"user", "hi"}}, {{"gpu", "d", "{"}}), "error: tool 0 'gpu': parameters_json is not valid JSON");
+  EXPECT_EQ(error({{"user", "hi"}}, {gpu, {"", "d", "{}"}}), "error: tool 1 name is empty");
+  EXPECT_EQ(error({{"user", "hi"}}, {gpu}), "(rendered)");
+  // A tool turn first gets no user opener, as in the template (loop.previtem is undefined there).
+  auto text = tok.apply_chat_template({{"tool", "1"}, {"user", "hi"}}, {.add_generation_prompt = false});
+  ASSERT_TRUE(text);
+  EXPECT_EQ(*text, "\n<tool_response>\n1\n</tool_response><|im_end|>\n<|im_start|>user\nhi<|im_end|>\n");
+}
+
+// The Python whitespace `trim` removes (str.isspace), around messages.
+TEST(Qwen35Chat, TrimsPythonWhitespace) {
+  const Tokenizer& tok = tokenizer("qwen35");
+  auto text = tok.apply_chat_template({{"user", "\x1c\u3000\u2028 hi\u00a0there\t\xc2\x85\u205f"}}, {.add_generation_prompt = false});
+  ASSERT_TRUE(text);
+  EXPECT_EQ(*text, "<|im_start|>user\nhi\u00a0there<|im_end|>\n");
+  text = tok.apply_chat_template({{"user", "\u200b"}}, {.add_generation_prompt = false});  // ZWSP is not space
+  ASSERT_TRUE(text);
+  EXPECT_EQ(*text, "<|im_start|>user\n\u200b<|im_end|>\n");
 }
 
 // encode is const and may run on several threads at once (the piece cache is shared).

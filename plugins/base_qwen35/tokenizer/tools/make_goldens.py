@@ -107,7 +107,8 @@ for name in ("qwen35", "qwen3"):
             out.write(f"{a:x} {b:x} {sig}\n")
     print(f"classes_{name}.txt: {len(runs)} runs")
 
-# Chat template: strings per QWEN35.md 6.2, ids from tokenizers.
+# Chat template: strings per QWEN35.md 6.2, ids from tokenizers. (The official template with tools:
+# tests/golden/chat/make_chat_goldens.py.)
 convs = [
     ([("user", "Hello!")], True, True),
     ([("user", "Hello!")], True, False),
@@ -116,7 +117,6 @@ convs = [
       ("user", "And 3+3?")], True, False),
     ([("user", "No generation prompt.")], False, True),
     ([("user", "Unicode: 你好 👍🏽 café\r\n\ttab")], True, True),
-    ([], True, True),
 ]
 with open(os.path.join(data, "golden_chat.jsonl"), "w", encoding="utf-8") as out:
     for msgs, gen, think in convs:

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "qgpu/sdk/chat.h"
 #include "qgpu/sdk/plugin.h"
 #include "qgpu/sdk/tensor_backend.h"
 
@@ -50,11 +51,6 @@ struct ModelInfo {
   GenerationDefaults generation;
 };
 
-struct ChatTurn {
-  std::string role;  // "system", "user", "assistant", ...
-  std::string content;
-};
-
 // One sequence of a base model: every layer's state (Gated DeltaNet conv windows and
 // recurrent states, attention KV caches) and the tokens it has consumed. Made by
 // BaseModel::create_sequence of one loaded model; several run side by side on the same
@@ -84,8 +80,12 @@ class QGPU_SDK_API BaseModel : public Plugin {
   // Bytes of the ids' text; a character cut at the end stays as raw bytes. Ids the tokenizer lacks
   // (rows in [tokenizer_size, vocab_size)) decode to nothing; ids outside the embedding are an error.
   virtual Expected<std::string> decode(std::span<const std::int64_t> ids) = 0;
-  // The model's chat format for a conversation, ending with the assistant's turn opening.
-  virtual Expected<std::vector<std::int64_t>> encode_chat(std::span<const ChatTurn> turns) = 0;
+  // The model's chat format for a conversation, ending with the assistant's turn opening; `tools`
+  // are declared to the model the way the format does (Qwen3.5: a "# Tools" block in the system
+  // turn). Assistant turns carry their tool calls, "tool" turns the responses.
+  virtual Expected<std::vector<std::int64_t>> encode_chat(std::span<const ChatTurn> turns,
+                                                          std::span<const ToolDeclaration> tools) = 0;
+  Expected<std::vector<std::int64_t>> encode_chat(std::span<const ChatTurn> turns) { return encode_chat(turns, {}); }
   // Ids that end a chat turn: ModelInfo::generation.eos_token_ids plus the chat format's own end of
   // turn and end of text. (Plain text generation stops on generation.eos_token_ids alone.)
   virtual std::vector<std::int64_t> stop_ids() const = 0;

@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "qgpu/qwen35/chat.h"
 #include "qgpu/sdk/status.h"
 
 namespace qgpu::qwen35 {
@@ -28,16 +29,6 @@ struct SpecialTokenIds {
   TokenId im_end = -1;     // <|im_end|>: the tokenizer's EOS, ends a chat turn
   TokenId think = -1;      // <think>
   TokenId end_think = -1;  // </think>
-};
-
-struct ChatMessage {
-  std::string role;     // "system", "user", "assistant", "tool", ...
-  std::string content;  // encoded like any other text (added tokens inside are recognized)
-};
-
-struct ChatOptions {
-  bool add_generation_prompt = true;  // end with "<|im_start|>assistant\n" and the thinking prefix
-  bool enable_thinking = true;        // on: "<think>\n"; off: "<think>\n\n</think>\n\n"
 };
 
 // What decode() does with bytes that are not valid UTF-8 (a token sequence cut inside a character).
@@ -71,12 +62,14 @@ class Tokenizer {
   SpecialTokenIds special_ids() const;
   bool is_special(TokenId id) const;  // an added token with "special": true
 
-  // ChatML (QWEN35.md 6.2): "<|im_start|>{role}\n{content}<|im_end|>\n" per message, then the
-  // generation prompt. A role that is empty or contains a newline or "<|" is an error.
+  // The official chat template (chat.h: render_chat), then, for encode_chat, encode(): message text
+  // is encoded like any other text, so added tokens written in it are recognized.
   sdk::Expected<std::string> apply_chat_template(const std::vector<ChatMessage>& messages,
-                                                 const ChatOptions& options = {}) const;
+                                                 const ChatOptions& options = {},
+                                                 const std::vector<sdk::ToolDeclaration>& tools = {}) const;
   sdk::Expected<std::vector<TokenId>> encode_chat(const std::vector<ChatMessage>& messages,
-                                                  const ChatOptions& options = {}) const;
+                                                  const ChatOptions& options = {},
+                                                  const std::vector<sdk::ToolDeclaration>& tools = {}) const;
 
   // The stages, exposed for tests and tools. Both take valid UTF-8.
   std::string normalize(std::string_view text) const;
