@@ -233,6 +233,10 @@ class Qwen35Base final : public sdk::BaseModel {
     return std::vector<std::int64_t>(ids->begin(), ids->end());
   }
 
+  sdk::Expected<std::optional<sdk::ToolCallMatch>> find_tool_call(std::string_view text) override {
+    return qwen35::find_tool_call(text);
+  }
+
   std::vector<std::int64_t> stop_ids() const override {
     std::vector<std::int64_t> out(eos_.begin(), eos_.end());
     if (tokenizer_) {

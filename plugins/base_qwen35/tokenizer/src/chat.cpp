@@ -29,6 +29,11 @@ constexpr std::string_view kToolsFooter =
     "there is no function call available, answer the question like normal with your current knowledge and do "
     "not tell the user about function calls\n</IMPORTANT>";
 
+constexpr std::string_view kToolCallOpen = "<tool_call>";
+constexpr std::string_view kToolCallClose = "</tool_call>";
+constexpr std::string_view kFunctionOpen = "<function=";
+constexpr std::string_view kFunctionClose = "</function>";
+constexpr std::string_view kParameterOpen = "<parameter=";
 constexpr std::string_view kParameterClose = "</parameter>";
 
 // Python's str.isspace(), which jinja's `trim` (str.strip) uses: the Unicode White_Space characters
@@ -195,6 +200,33 @@ Expected<std::string> tool_json(const sdk::ToolDeclaration& tool, std::size_t i)
   return out;
 }
 
+bool starts_with_at(std::string_view s, std::size_t pos, std::string_view prefix) {
+  return s.substr(pos, prefix.size()) == prefix;
+}
+
+void skip_space(std::string_view s, std::size_t& pos) {
+  while (pos < s.size() && (s[pos] == ' ' || s[pos] == '\n' || s[pos] == '\t' || s[pos] == '\r')) ++pos;
+}
+
+// The NAME of "<tag=NAME>" with `pos` just after "=", moving `pos` past ">".
+Expected<std::string> tag_name(std::string_view s, std::size_t& pos, std::string_view tag) {
+  const std::size_t gt = s.find('>', pos);
+  const std::size_t nl = s.find('\n', pos);
+  if (gt == std::string_view::npos || nl < gt) {
+    return sdk::invalid_argument("tool call: '" + std::string(tag) + "' has no closing '>'");
+  }
+  std::string name(s.substr(pos, gt - pos));
+  if (name.empty()) {
+    return sdk::invalid_argument("tool call: missing " + std::string(tag == kFunctionOpen ? "function" : "parameter") +
+                                 " name in '" + std::string(tag) + "...>'");
+  }
+  if (name.find('<') != std::string::npos) {
+    return sdk::invalid_argument("tool call: malformed name " + quote(name) + " in '" + std::string(tag) + "...>'");
+  }
+  pos = gt + 1;
+  return name;
+}
+
 }  // namespace
 
 Expected<std::string> render_chat(const std::vector<ChatMessage>& messages,
@@ -305,6 +337,77 @@ Expected<std::string> render_chat(const std::vector<ChatMessage>& messages,
     out += options.enable_thinking ? "<think>\n" : "<think>\n\n</think>\n\n";
   }
   return out;
+}
+
+Expected<sdk::ToolCall> parse_tool_call(std::string_view block) {
+  std::size_t pos = 0;
+  skip_space(block, pos);
+  if (!starts_with_at(block, pos, kToolCallOpen)) {
+    return sdk::invalid_argument("tool call: expected '<tool_call>', found " + quote(block.substr(pos)));
+  }
+  pos += kToolCallOpen.size();
+  skip_space(block, pos);
+  if (!starts_with_at(block, pos, kFunctionOpen)) {
+    return sdk::invalid_argument("tool call: expected '<function=NAME>' after '<tool_call>', found " +
+                                 quote(block.substr(pos)));
+  }
+  pos += kFunctionOpen.size();
+  sdk::ToolCall call;
+  QGPU_ASSIGN_OR_RETURN(call.name, tag_name(block, pos, kFunctionOpen));
+  const std::string where = "tool call: function '" + call.name + "'";
+  while (true) {
+    skip_space(block, pos);
+    if (starts_with_at(block, pos, kFunctionClose)) {
+      pos += kFunctionClose.size();
+      break;
+    }
+    if (pos == block.size()) return sdk::invalid_argument(where + " is not closed by '</function>'");
+    if (!starts_with_at(block, pos, kParameterOpen)) {
+      return sdk::invalid_argument(where + ": expected '<parameter=NAME>' or '</function>', found " +
+                                   quote(block.substr(pos)));
+    }
+    pos += kParameterOpen.size();
+    sdk::ToolParameter p;
+    QGPU_ASSIGN_OR_RETURN(p.name, tag_name(block, pos, kParameterOpen));
+    const std::size_t close = block.find(kParameterClose, pos);
+    std::string_view value = block.substr(pos, close == std::string_view::npos ? std::string_view::npos : close - pos);
+    // A value that runs into the next tag was never closed.
+    if (close == std::string_view::npos || value.find(kParameterOpen) != std::string_view::npos ||
+        value.find(kFunctionClose) != std::string_view::npos) {
+      return sdk::invalid_argument(where + ": parameter '" + p.name + "' is not closed by '</parameter>'");
+    }
+    if (value.starts_with('\n')) value.remove_prefix(1);
+    if (value.ends_with('\n')) value.remove_suffix(1);
+    p.value = std::string(value);
+    for (const sdk::ToolParameter& q : call.parameters) {
+      if (q.name == p.name) return sdk::invalid_argument(where + ": parameter '" + p.name + "' is given twice");
+    }
+    call.parameters.push_back(std::move(p));
+    pos = close + kParameterClose.size();
+  }
+  skip_space(block, pos);
+  if (!starts_with_at(block, pos, kToolCallClose)) {
+    return sdk::invalid_argument(
+        pos == block.size() ? std::string("tool call: missing '</tool_call>'")
+                            : "tool call: expected '</tool_call>' after '</function>', found " + quote(block.substr(pos)));
+  }
+  pos += kToolCallClose.size();
+  skip_space(block, pos);
+  if (pos != block.size()) {
+    return sdk::invalid_argument("tool call: text after '</tool_call>': " + quote(block.substr(pos)));
+  }
+  return call;
+}
+
+Expected<std::optional<sdk::ToolCallMatch>> find_tool_call(std::string_view text) {
+  const std::size_t begin = text.find(kToolCallOpen);
+  if (begin == std::string_view::npos) return std::optional<sdk::ToolCallMatch>();
+  const std::size_t close = text.find(kToolCallClose, begin);
+  if (close == std::string_view::npos) return std::optional<sdk::ToolCallMatch>();
+  const std::size_t end = close + kToolCallClose.size();
+  auto call = parse_tool_call(text.substr(begin, end - begin));
+  if (!call) return call.error();
+  return std::optional<sdk::ToolCallMatch>(sdk::ToolCallMatch{std::move(*call), begin, end});
 }
 
 }  // namespace qgpu::qwen35

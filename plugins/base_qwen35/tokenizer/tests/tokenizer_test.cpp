@@ -367,6 +367,101 @@ TEST(Qwen35Chat, MatchesTransformersOnTheOfficialTemplate) {
   }
 }
 
+// Every tool call of the goldens reads back, in order, from the rendered text.
+TEST(Qwen35Chat, ToolCallsReadBackFromTheRenderedText) {
+  int calls = 0;
+  for (const Transcript& t : chat_goldens()) {
+    std::vector<sdk::ToolCall> want;
+    for (const ChatMessage& m : t.messages) want.insert(want.end(), m.tool_calls.begin(), m.tool_calls.end());
+    std::vector<sdk::ToolCall> got;
+    std::size_t pos = 0;
+    if (!t.tools.empty()) {
+      // The tools block shows an example call (then names the tags in prose, past </IMPORTANT>).
+      auto example = find_tool_call(t.text);
+      ASSERT_TRUE(example && *example) << t.name;
+      EXPECT_EQ((*example)->call.name, "example_function_name");
+      ASSERT_EQ((*example)->call.parameters.size(), 2u);
+      EXPECT_EQ((*example)->call.parameters[1].value,
+                "This is the value for the second parameter\nthat can span\nmultiple lines");
+      pos = t.text.find("</IMPORTANT>");
+    }
+    while (true) {
+      auto found = find_tool_call(std::string_view(t.text).substr(pos));
+      ASSERT_TRUE(found) << t.name << ": " << found.error().to_string();
+      if (!*found) break;
+      EXPECT_TRUE(std::string_view(t.text).substr(pos + (*found)->begin).starts_with("<tool_call>"));
+      EXPECT_TRUE(std::string_view(t.text).substr(0, pos + (*found)->end).ends_with("</tool_call>"));
+      got.push_back((*found)->call);
+      pos += (*found)->end;
+    }
+    EXPECT_EQ(got, want) << t.name;
+    calls += static_cast<int>(want.size());
+  }
+  EXPECT_GE(calls, 5);
+}
+
+TEST(Qwen35Chat, FindsACompleteCallInStreamedText) {
+  const std::string text = "Let me check.\n\n<tool_call>\n<function=gpu>\n<parameter=expression>\nsum([1, 2])\n"
+                           "</parameter>\n</function>\n</tool_call>";
+  for (std::size_t n = 0; n < text.size(); ++n) {  // every prefix: nothing yet
+    auto found = find_tool_call(std::string_view(text).substr(0, n));
+    ASSERT_TRUE(found) << n << ": " << found.error().to_string();
+    EXPECT_FALSE(*found) << n;
+  }
+  auto found = find_tool_call(text + "<|im_end|>");
+  ASSERT_TRUE(found && *found);
+  EXPECT_EQ((*found)->begin, text.find("<tool_call>"));
+  EXPECT_EQ((*found)->end, text.size());
+  EXPECT_EQ((*found)->call, (sdk::ToolCall{"gpu", {{"expression", "sum([1, 2])"}}}));
+  // Whitespace between the tags is allowed; a value keeps everything but one newline on each side.
+  auto loose = parse_tool_call("  <tool_call><function=f> <parameter=a>\n\n x \n\n</parameter></function></tool_call>\n");
+  ASSERT_TRUE(loose) << loose.error().to_string();
+  EXPECT_EQ(*loose, (sdk::ToolCall{"f", {{"a", "\n x \n"}}}));
+  auto none = parse_tool_call("<tool_call>\n<function=f>\n</function>\n</tool_call>");
+  ASSERT_TRUE(none);
+  EXPECT_TRUE(none->parameters.empty());
+}
+
+TEST(Qwen35Chat, MalformedToolCallsAreOneLineErrors) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"<tool_call>\n<parameter=a>\n1\n</parameter>\n</tool_call>",
+       "tool call: expected '<function=NAME>' after '<tool_call>', found '<parameter=a>\\n1\\n</parameter>\\n</tool_call...'"},
+      {"<tool_call>\n{\"name\": \"gpu\", \"arguments\": {}}\n</tool_call>",
+       "tool call: expected '<function=NAME>' after '<tool_call>', found '{\"name\": \"gpu\", \"arguments\": {}}\\n</tool_...'"},
+      {"<tool_call>\n<function=>\n</function>\n</tool_call>", "tool call: missing function name in '<function=...>'"},
+      {"<tool_call>\n<function=gpu\n</function>\n</tool_call>", "tool call: '<function=' has no closing '>'"},
+      {"<tool_call>\n<function=gpu>\n<parameter=expression>\n1 + 2\n</function>\n</tool_call>",
+       "tool call: function 'gpu': parameter 'expression' is not closed by '</parameter>'"},
+      {"<tool_call>\n<function=gpu>\n<parameter=a>\n1\n<parameter=b>\n2\n</parameter>\n</function>\n</tool_call>",
+       "tool call: function 'gpu': parameter 'a' is not closed by '</parameter>'"},
+      {"<tool_call>\n<function=gpu>\n<parameter=>\n1\n</parameter>\n</function>\n</tool_call>",
+       "tool call: missing parameter name in '<parameter=...>'"},
+      {"<tool_call>\n<function=gpu>\n<parameter=a>\n1\n</parameter>\n<parameter=a>\n2\n</parameter>\n</function>\n</tool_call>",
+       "tool call: function 'gpu': parameter 'a' is given twice"},
+      {"<tool_call>\n<function=gpu>\nexpression: 1\n</function>\n</tool_call>",
+       "tool call: function 'gpu': expected '<parameter=NAME>' or '</function>', found 'expression: 1\\n</function>\\n</tool_call>'"},
+      {"<tool_call>\n<function=gpu>\n</tool_call>",
+       "tool call: function 'gpu': expected '<parameter=NAME>' or '</function>', found '</tool_call>'"},
+      {"<tool_call>\n<function=gpu>\n", "tool call: function 'gpu' is not closed by '</function>'"},
+      {"<tool_call>\n<function=gpu>\n</function>\n", "tool call: missing '</tool_call>'"},
+      {"<tool_call>\n<function=a>\n</function>\n<function=b>\n</function>\n</tool_call>",
+       "tool call: expected '</tool_call>' after '</function>', found '<function=b>\\n</function>\\n</tool_call>'"},
+      {"<tool_call>\n<function=a>\n</function>\n</tool_call> and more",
+       "tool call: text after '</tool_call>': 'and more'"},
+      {"gpu(1)", "tool call: expected '<tool_call>', found 'gpu(1)'"},
+  };
+  for (const auto& [block, want] : cases) {
+    auto call = parse_tool_call(block);
+    ASSERT_FALSE(call) << block;
+    EXPECT_EQ(call.error().message(), want) << block;
+    EXPECT_EQ(call.error().message().find('\n'), std::string::npos);
+  }
+  // find_tool_call reports a malformed complete call.
+  auto found = find_tool_call("ok <tool_call>\n<function=>\n</function>\n</tool_call>");
+  ASSERT_FALSE(found);
+  EXPECT_EQ(found.error().message(), "tool call: missing function name in '<function=...>'");
+}
+
 TEST(Qwen35Chat, RefusesWhatTheTemplateRefusesOrCannotReadBack) {
   const Tokenizer& tok = tokenizer("qwen35");
   const sdk::ToolDeclaration gpu{"gpu", "d", R"({"type": "object"})"};

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -86,6 +87,12 @@ class QGPU_SDK_API BaseModel : public Plugin {
   virtual Expected<std::vector<std::int64_t>> encode_chat(std::span<const ChatTurn> turns,
                                                           std::span<const ToolDeclaration> tools) = 0;
   Expected<std::vector<std::int64_t>> encode_chat(std::span<const ChatTurn> turns) { return encode_chat(turns, {}); }
+  // The first complete tool call in generated assistant text, in the chat format's own form; nullopt
+  // while there is none (also while one is still being written). A malformed call is an error with
+  // a one-line message, which the host can hand back to the model as the tool's response.
+  virtual Expected<std::optional<ToolCallMatch>> find_tool_call(std::string_view text) {
+    return not_available("tool calls in the chat format");
+  }
   // Ids that end a chat turn: ModelInfo::generation.eos_token_ids plus the chat format's own end of
   // turn and end of text. (Plain text generation stops on generation.eos_token_ids alone.)
   virtual std::vector<std::int64_t> stop_ids() const = 0;

@@ -36,4 +36,11 @@ struct ToolDeclaration {
   std::string parameters_json = {};  // a JSON Schema object: {"type": "object", "properties": {...}, ...}
 };
 
+// A complete tool call found in generated text: text[begin, end) is the whole call as written.
+struct ToolCallMatch {
+  ToolCall call;
+  std::size_t begin = 0;
+  std::size_t end = 0;
+};
+
 }  // namespace qgpu::sdk
