@@ -112,6 +112,16 @@ CASES = [
             call("gpu_kernel", source=KERNEL_SOURCE, kernel="add", grid=1, block=2, args="[[1, 2], [3, 4], 2]")]},
         {"role": "tool", "content": "a = [4, 6]"},
     ], True, True),
+    # Reasoning in an earlier answer is dropped; a blank system message adds nothing to the tools
+    # block; whitespace around a response is trimmed.
+    ("reasoning_dropped_blank_system", [GPU], [
+        {"role": "system", "content": " \n "},
+        {"role": "user", "content": "fib(10)?"},
+        {"role": "assistant", "content": "<think>\nEasy: ask the GPU.\n</think>\n\nfib(10) = 55."},
+        {"role": "user", "content": "And popcount(255)?"},
+        {"role": "assistant", "content": "Asking.", "tool_calls": [call("gpu", expression="popcount(255)")]},
+        {"role": "tool", "content": "\n 8 \t"},
+    ], True, True),
 ]
 
 
