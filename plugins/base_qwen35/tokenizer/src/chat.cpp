@@ -387,9 +387,10 @@ Expected<sdk::ToolCall> parse_tool_call(std::string_view block) {
   }
   skip_space(block, pos);
   if (!starts_with_at(block, pos, kToolCallClose)) {
-    return sdk::invalid_argument(
-        pos == block.size() ? std::string("tool call: missing '</tool_call>'")
-                            : "tool call: expected '</tool_call>' after '</function>', found " + quote(block.substr(pos)));
+    return sdk::invalid_argument(pos == block.size()
+                                     ? std::string("tool call: missing '</tool_call>'")
+                                     : "tool call: expected '</tool_call>' after '</function>', found " +
+                                           quote(block.substr(pos)));
   }
   pos += kToolCallClose.size();
   skip_space(block, pos);

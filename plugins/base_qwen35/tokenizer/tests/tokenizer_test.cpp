@@ -2,8 +2,6 @@
 // the Qwen3.5 ids, cross-checked with tiktoken); see tools/make_goldens.py for how each file is made.
 #include "qgpu/qwen35/tokenizer.h"
 
-#include "qgpu/qwen35/chat.h"
-
 #include <gtest/gtest.h>
 #include <lzma.h>
 #include <unicode/uchar.h>
@@ -15,6 +13,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
+
+#include "qgpu/qwen35/chat.h"
 
 namespace qgpu::qwen35 {
 namespace {
@@ -401,8 +401,9 @@ TEST(Qwen35Chat, ToolCallsReadBackFromTheRenderedText) {
 }
 
 TEST(Qwen35Chat, FindsACompleteCallInStreamedText) {
-  const std::string text = "Let me check.\n\n<tool_call>\n<function=gpu>\n<parameter=expression>\nsum([1, 2])\n"
-                           "</parameter>\n</function>\n</tool_call>";
+  const std::string text =
+      "Let me check.\n\n<tool_call>\n<function=gpu>\n<parameter=expression>\nsum([1, 2])\n"
+      "</parameter>\n</function>\n</tool_call>";
   for (std::size_t n = 0; n < text.size(); ++n) {  // every prefix: nothing yet
     auto found = find_tool_call(std::string_view(text).substr(0, n));
     ASSERT_TRUE(found) << n << ": " << found.error().to_string();
@@ -414,7 +415,8 @@ TEST(Qwen35Chat, FindsACompleteCallInStreamedText) {
   EXPECT_EQ((*found)->end, text.size());
   EXPECT_EQ((*found)->call, (sdk::ToolCall{"gpu", {{"expression", "sum([1, 2])"}}}));
   // Whitespace between the tags is allowed; a value keeps everything but one newline on each side.
-  auto loose = parse_tool_call("  <tool_call><function=f> <parameter=a>\n\n x \n\n</parameter></function></tool_call>\n");
+  auto loose =
+      parse_tool_call("  <tool_call><function=f> <parameter=a>\n\n x \n\n</parameter></function></tool_call>\n");
   ASSERT_TRUE(loose) << loose.error().to_string();
   EXPECT_EQ(*loose, (sdk::ToolCall{"f", {{"a", "\n x \n"}}}));
   auto none = parse_tool_call("<tool_call>\n<function=f>\n</function>\n</tool_call>");
@@ -425,9 +427,11 @@ TEST(Qwen35Chat, FindsACompleteCallInStreamedText) {
 TEST(Qwen35Chat, MalformedToolCallsAreOneLineErrors) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"<tool_call>\n<parameter=a>\n1\n</parameter>\n</tool_call>",
-       "tool call: expected '<function=NAME>' after '<tool_call>', found '<parameter=a>\\n1\\n</parameter>\\n</tool_call...'"},
+       "tool call: expected '<function=NAME>' after '<tool_call>', found "
+       "'<parameter=a>\\n1\\n</parameter>\\n</tool_call...'"},
       {"<tool_call>\n{\"name\": \"gpu\", \"arguments\": {}}\n</tool_call>",
-       "tool call: expected '<function=NAME>' after '<tool_call>', found '{\"name\": \"gpu\", \"arguments\": {}}\\n</tool_...'"},
+       "tool call: expected '<function=NAME>' after '<tool_call>', found '{\"name\": \"gpu\", \"arguments\": "
+       "{}}\\n</tool_...'"},
       {"<tool_call>\n<function=>\n</function>\n</tool_call>", "tool call: missing function name in '<function=...>'"},
       {"<tool_call>\n<function=gpu\n</function>\n</tool_call>", "tool call: '<function=' has no closing '>'"},
       {"<tool_call>\n<function=gpu>\n<parameter=expression>\n1 + 2\n</function>\n</tool_call>",
@@ -436,10 +440,12 @@ TEST(Qwen35Chat, MalformedToolCallsAreOneLineErrors) {
        "tool call: function 'gpu': parameter 'a' is not closed by '</parameter>'"},
       {"<tool_call>\n<function=gpu>\n<parameter=>\n1\n</parameter>\n</function>\n</tool_call>",
        "tool call: missing parameter name in '<parameter=...>'"},
-      {"<tool_call>\n<function=gpu>\n<parameter=a>\n1\n</parameter>\n<parameter=a>\n2\n</parameter>\n</function>\n</tool_call>",
+      {"<tool_call>\n<function=gpu>\n<parameter=a>\n1\n</parameter>\n<parameter=a>\n2\n</parameter>\n</function>\n</"
+       "tool_call>",
        "tool call: function 'gpu': parameter 'a' is given twice"},
       {"<tool_call>\n<function=gpu>\nexpression: 1\n</function>\n</tool_call>",
-       "tool call: function 'gpu': expected '<parameter=NAME>' or '</function>', found 'expression: 1\\n</function>\\n</tool_call>'"},
+       "tool call: function 'gpu': expected '<parameter=NAME>' or '</function>', found 'expression: "
+       "1\\n</function>\\n</tool_call>'"},
       {"<tool_call>\n<function=gpu>\n</tool_call>",
        "tool call: function 'gpu': expected '<parameter=NAME>' or '</function>', found '</tool_call>'"},
       {"<tool_call>\n<function=gpu>\n", "tool call: function 'gpu' is not closed by '</function>'"},
@@ -485,7 +491,8 @@ TEST(Qwen35Chat, RefusesWhatTheTemplateRefusesOrCannotReadBack) {
             "error: chat message 1 tool call 0 name 'a>b' contains '<', '>' or a newline");
   EXPECT_EQ(error({{"user", "hi"}, {"assistant", "", {{"gpu", {{"x", "1\n</parameter>\n"}}}}}}),
             "error: chat message 1 tool call 0 parameter 'x': the value contains '</parameter>'");
-  EXPECT_EQ(error({{"user", "hi"}}, {{"gpu", "d", "[1, 2]"}}), "error: tool 0 'gpu': parameters_json is not a JSON object");
+  EXPECT_EQ(error({{"user", "hi"}}, {{"gpu", "d", "[1, 2]"}}),
+            "error: tool 0 'gpu': parameters_json is not a JSON object");
   EXPECT_EQ(error({{"user", "hi"}}, {{"gpu", "d", "{"}}), "error: tool 0 'gpu': parameters_json is not valid JSON");
   EXPECT_EQ(error({{"user", "hi"}}, {gpu, {"", "d", "{}"}}), "error: tool 1 name is empty");
   EXPECT_EQ(error({{"user", "hi"}}, {gpu}), "(rendered)");
@@ -498,7 +505,8 @@ TEST(Qwen35Chat, RefusesWhatTheTemplateRefusesOrCannotReadBack) {
 // The Python whitespace `trim` removes (str.isspace), around messages.
 TEST(Qwen35Chat, TrimsPythonWhitespace) {
   const Tokenizer& tok = tokenizer("qwen35");
-  auto text = tok.apply_chat_template({{"user", "\x1c\u3000\u2028 hi\u00a0there\t\xc2\x85\u205f"}}, {.add_generation_prompt = false});
+  auto text = tok.apply_chat_template({{"user", "\x1c\u3000\u2028 hi\u00a0there\t\xc2\x85\u205f"}},
+                                      {.add_generation_prompt = false});
   ASSERT_TRUE(text);
   EXPECT_EQ(*text, "<|im_start|>user\nhi\u00a0there<|im_end|>\n");
   text = tok.apply_chat_template({{"user", "\u200b"}}, {.add_generation_prompt = false});  // ZWSP is not space

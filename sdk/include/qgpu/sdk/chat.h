@@ -18,7 +18,7 @@ struct ToolParameter {
 };
 
 struct ToolCall {
-  std::string name;                       // the function called
+  std::string name;                            // the function called
   std::vector<ToolParameter> parameters = {};  // in the order written
   bool operator==(const ToolCall&) const = default;
 };
