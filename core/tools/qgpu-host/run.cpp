@@ -10,6 +10,7 @@
 #include "commands.h"
 #include "progress.h"
 #include "qgpu/core/launch_args.h"
+#include "qgpu/core/launcher.h"
 #include "qgpu/core/merged_model.h"
 #include "qgpu/core/silence_json.h"
 #include "qgpu/core/text.h"
@@ -17,25 +18,6 @@
 
 namespace qgpu::host {
 namespace {
-
-sdk::Expected<const sdk::KernelIR*> choose_kernel(const sdk::KernelModule& module, const std::string& wanted,
-                                                  const std::string& file) {
-  std::vector<std::string> names;
-  for (const auto& k : module.kernels) names.push_back(k.name);
-  if (module.kernels.empty()) return sdk::not_found("'" + file + "' defines no kernel (no .entry / __global__)");
-  if (wanted.empty()) {
-    if (module.kernels.size() == 1) return &module.kernels.front();
-    return sdk::invalid_argument("'" + file + "' defines " + std::to_string(names.size()) + " kernels (" +
-                                 core::join(names) + "); choose one with --kernel");
-  }
-  for (const auto& k : module.kernels) {
-    if (k.name == wanted) return &k;
-  }
-  std::string message = "no kernel '" + wanted + "' in '" + file + "'";
-  std::string hint = core::closest_match(wanted, names);
-  if (!hint.empty()) message += " (did you mean '" + hint + "'?)";
-  return sdk::not_found(message + "; kernels: " + core::join(names));
-}
 
 // The model engines' summary line, e.g. "circuit (f32): prompt 96 tokens, generated 13 tokens in
 // 0.31 s (23.8 ms/token), min margin 1; check: ...".
@@ -52,37 +34,6 @@ std::string model_summary(const std::string& engine, const std::string& dtype, c
   std::string s = line;
   if (r.checked) s += "; " + r.check;
   return s;
-}
-
-// --engine both: the circuit's arrays must be the interpreter's.
-sdk::Status compare_arrays(const sdk::LaunchResult& interp, const sdk::ModelRunResult& model) {
-  if (interp.arrays.size() != model.arrays.size())
-    return sdk::internal_error("--engine both: the interpreter returned " + std::to_string(interp.arrays.size()) +
-                               " arrays, the circuit " + std::to_string(model.arrays.size()));
-  for (std::size_t i = 0; i < interp.arrays.size(); ++i) {
-    const auto& a = interp.arrays[i].array;
-    const auto& b = model.arrays[i].array;
-    for (std::size_t j = 0; j < a.size() || j < b.size(); ++j) {
-      if (j < a.size() && j < b.size() && a[j] == b[j]) continue;
-      auto text = [j](const std::vector<std::int32_t>& v) { return j < v.size() ? std::to_string(v[j]) : "nothing"; };
-      return sdk::internal_error("--engine both: array '" + interp.arrays[i].param + "' element " + std::to_string(j) +
-                                 ": interpreter " + text(a) + ", circuit " + text(b));
-    }
-  }
-  return sdk::Status::ok();
-}
-
-// The plugin's capability `name` (Plugin::describe) must be there and available.
-sdk::Status require_capability(const sdk::Plugin& plugin, const std::string& plugin_name, const std::string& name) {
-  auto description = core::guarded_call(plugin_name, "describe()", [&] { return plugin.describe(); });
-  if (!description) return description.error();
-  for (const auto& capability : description->capabilities) {
-    if (capability.name != name) continue;
-    if (capability.available) return sdk::Status::ok();
-    return sdk::unsupported(plugin_name + ": capability '" + name + "' is not available" +
-                            (capability.detail.empty() ? "" : " (" + capability.detail + ")"));
-  }
-  return sdk::unsupported(plugin_name + " has no capability '" + name + "'");
 }
 
 }  // namespace
@@ -113,92 +64,60 @@ int run_kernel(const core::Host& host, const RunOptions& options) {
     args.push_back(std::move(*arg));
   }
 
-  auto machine = host.instantiate<sdk::Machine>();
-  if (!machine) return report(machine.error());
-  const std::string machine_name = host.select(QGPU_PLUGIN_MACHINE)->plugin->name;
-  // The machine says which engines it has; the host refuses the others before compiling.
-  for (const auto& [needed, engine] : {std::pair{true, "lower"}, std::pair{use_interp, "interpret"},
-                                       std::pair{use_model && !merged, "circuit"}, std::pair{merged, "model"}}) {
-    if (!needed) continue;
-    auto available = require_capability(**machine, machine_name, engine);
-    if (!available.is_ok()) return report(available);
+  core::LauncherOptions launcher_options;
+  launcher_options.engine = options.engine;
+  launcher_options.dense = options.dense;
+  launcher_options.interpret.trace = options.trace;
+  launcher_options.interpret.records = options.records;
+  if (options.max_steps > 0) launcher_options.interpret.max_steps = options.max_steps;
+  sdk::ModelRunOptions& model_options = launcher_options.model;
+  model_options.dtype = options.dtype;
+  model_options.check = options.check;
+  model_options.trace = options.trace;
+  if (options.max_tokens > 0) model_options.max_tokens = options.max_tokens;
+  // Records stream as they complete (stdout, unless the answer is one JSON object); progress on stderr.
+  if (options.trace && !options.json) {
+    model_options.on_record = [](std::string_view line) {
+      std::printf("generated: %.*s\n", static_cast<int>(line.size()), line.data());
+      std::fflush(stdout);
+    };
   }
-  auto frontend = host.instantiate<sdk::Frontend>();
-  if (!frontend) return report(frontend.error());
-  const std::string frontend_name = host.select(QGPU_PLUGIN_FRONTEND)->plugin->name;
+  model_options.on_progress = [](std::string_view line) {
+    std::fprintf(stderr, "qgpu-host: %.*s\n", static_cast<int>(line.size()), line.data());
+  };
+  // While a model engine generates: a live line on a terminal (not with --trace, whose records
+  // stream, nor with --json), a line every 10 s otherwise; Ctrl-C stops it with how far it got.
+  LaunchProgressLine line(options.engine == "model" ? "model" : "circuit",
+                          stderr_is_terminal() && !options.trace && !options.json);
+  model_options.on_step = [&line](const sdk::LaunchProgress& p) { line(p); };
+  InterruptFlag interrupt;
+  model_options.cancel = interrupt.flag();
+  auto launcher = core::Launcher::open(host, launcher_options);
+  if (!launcher) return report(launcher.error());
 
-  sdk::SourceInput input{options.kernel_file, sdk::SourceLanguage::kAuto};
-  auto module = core::guarded_call(frontend_name, "compile()", [&] { return (*frontend)->compile(input); });
+  auto module = (*launcher)->compile(options.kernel_file);
   if (!module) return report(module.error());
-  auto kernel = choose_kernel(*module, options.kernel_name, options.kernel_file);
+  auto kernel = core::choose_kernel(*module, options.kernel_name, options.kernel_file);
   if (!kernel) return report(kernel.error());
 
   auto launch = core::bind_args(**kernel, args);
   if (!launch) return report(launch.error());
 
-  sdk::LaunchShape shape{options.grid, options.block};
-  auto program = core::guarded_call(machine_name, "lower()", [&] { return (*machine)->lower(**kernel, shape); });
+  auto program = (*launcher)->lower(**kernel, sdk::LaunchShape{options.grid, options.block});
   if (!program) return report(program.error());
   if (options.dump_program) {
     std::string listing = (*program)->dump();
     std::printf("%s%s", listing.c_str(), listing.empty() || listing.back() == '\n' ? "" : "\n");
   }
 
-  sdk::LaunchResult interp;
-  if (use_interp) {
-    sdk::InterpretOptions interpret_options;
-    interpret_options.trace = options.trace;
-    interpret_options.records = options.records;
-    if (options.max_steps > 0) interpret_options.max_steps = options.max_steps;
-    auto result = core::guarded_call(machine_name, "interpret()",
-                                     [&] { return (*machine)->interpret(**program, *launch, interpret_options); });
-    if (!result) return report(result.error());
-    interp = std::move(*result);
-  }
-
-  // --engine model: the base on the backend (in --dtype), the machine's circuit merged in front of it.
-  std::unique_ptr<core::LoadedMerge> merge;
-  if (merged) {
-    auto m = core::load_merge(host, {{"dtype", options.dtype}}, !options.dense);
-    if (!m) return report(m.error());
-    merge = std::move(*m);
-  }
-
-  sdk::ModelRunResult model;
-  if (use_model) {
-    sdk::ModelRunOptions model_options;
-    model_options.engine = merged ? "model" : "circuit";
-    model_options.model = merge ? merge->host.get() : nullptr;
-    model_options.dtype = options.dtype;
-    model_options.check = options.check;
-    model_options.trace = options.trace;
-    if (options.max_tokens > 0) model_options.max_tokens = options.max_tokens;
-    // Records stream as they complete (stdout, unless the answer is one JSON object); progress on stderr.
-    if (options.trace && !options.json) {
-      model_options.on_record = [](std::string_view line) {
-        std::printf("generated: %.*s\n", static_cast<int>(line.size()), line.data());
-        std::fflush(stdout);
-      };
-    }
-    model_options.on_progress = [](std::string_view line) {
-      std::fprintf(stderr, "qgpu-host: %.*s\n", static_cast<int>(line.size()), line.data());
-    };
-    // While it generates: a live line on a terminal (not with --trace, whose records stream, nor
-    // with --json), a line every 10 s otherwise; Ctrl-C stops it with how far it got.
-    LaunchProgressLine line(model_options.engine, stderr_is_terminal() && !options.trace && !options.json);
-    model_options.on_step = [&line](const sdk::LaunchProgress& p) { line(p); };
-    InterruptFlag interrupt;
-    model_options.cancel = interrupt.flag();
-    auto result = core::guarded_call(machine_name, "run_model()",
-                                     [&] { return (*machine)->run_model(**program, *launch, model_options); });
-    line.finish();
-    if (!result) return report(result.error());
-    model = std::move(*result);
-    if (use_interp) {
-      if (auto s = compare_arrays(interp, model); !s) return report(s);
-    }
-  }
-  const std::vector<sdk::LaunchArg>& arrays = use_model ? model.arrays : interp.arrays;
+  // Engine model loads the base on the backend (in --dtype) and merges the machine's circuit in front.
+  auto outcome = (*launcher)->launch(**program, *launch);
+  line.finish();
+  if (!outcome) return report(outcome.error());
+  const sdk::LaunchResult& interp = outcome->interp;
+  const sdk::ModelRunResult& model = outcome->model;
+  const core::LoadedMerge* merge = (*launcher)->loaded_merge();
+  const std::vector<sdk::LaunchArg>& arrays = outcome->arrays();
   // --silence: the base alone against the merged model around the launch (docs/MACHINE_CIRCUIT.md §6).
   std::string silence_line;
   if (!options.silence.empty()) {

@@ -1,0 +1,124 @@
+#include "qgpu/core/launcher.h"
+
+#include <chrono>
+
+#include "qgpu/core/text.h"
+
+namespace qgpu::core {
+namespace {
+
+// --engine both: the circuit's arrays must be the interpreter's.
+sdk::Status compare_arrays(const sdk::LaunchResult& interp, const sdk::ModelRunResult& model) {
+  if (interp.arrays.size() != model.arrays.size())
+    return sdk::internal_error("--engine both: the interpreter returned " + std::to_string(interp.arrays.size()) +
+                               " arrays, the circuit " + std::to_string(model.arrays.size()));
+  for (std::size_t i = 0; i < interp.arrays.size(); ++i) {
+    const auto& a = interp.arrays[i].array;
+    const auto& b = model.arrays[i].array;
+    for (std::size_t j = 0; j < a.size() || j < b.size(); ++j) {
+      if (j < a.size() && j < b.size() && a[j] == b[j]) continue;
+      auto text = [j](const std::vector<std::int32_t>& v) { return j < v.size() ? std::to_string(v[j]) : "nothing"; };
+      return sdk::internal_error("--engine both: array '" + interp.arrays[i].param + "' element " + std::to_string(j) +
+                                 ": interpreter " + text(a) + ", circuit " + text(b));
+    }
+  }
+  return sdk::Status::ok();
+}
+
+// The plugin's capability `name` (Plugin::describe) must be there and available.
+sdk::Status require_capability(const sdk::Plugin& plugin, const std::string& plugin_name, const std::string& name) {
+  QGPU_ASSIGN_OR_RETURN(sdk::Description description,
+                        guarded_call(plugin_name, "describe()", [&] { return plugin.describe(); }));
+  for (const auto& capability : description.capabilities) {
+    if (capability.name != name) continue;
+    if (capability.available) return sdk::Status::ok();
+    return sdk::unsupported(plugin_name + ": capability '" + name + "' is not available" +
+                            (capability.detail.empty() ? "" : " (" + capability.detail + ")"));
+  }
+  return sdk::unsupported(plugin_name + " has no capability '" + name + "'");
+}
+
+}  // namespace
+
+sdk::Expected<const sdk::KernelIR*> choose_kernel(const sdk::KernelModule& module, const std::string& wanted,
+                                                  const std::string& file) {
+  std::vector<std::string> names;
+  for (const auto& k : module.kernels) names.push_back(k.name);
+  if (module.kernels.empty()) return sdk::not_found("'" + file + "' defines no kernel (no .entry / __global__)");
+  if (wanted.empty()) {
+    if (module.kernels.size() == 1) return &module.kernels.front();
+    return sdk::invalid_argument("'" + file + "' defines " + std::to_string(names.size()) + " kernels (" + join(names) +
+                                 "); choose one with --kernel");
+  }
+  for (const auto& k : module.kernels) {
+    if (k.name == wanted) return &k;
+  }
+  std::string message = "no kernel '" + wanted + "' in '" + file + "'";
+  std::string hint = closest_match(wanted, names);
+  if (!hint.empty()) message += " (did you mean '" + hint + "'?)";
+  return sdk::not_found(message + "; kernels: " + join(names));
+}
+
+sdk::Expected<std::unique_ptr<Launcher>> Launcher::open(const Host& host, LauncherOptions options) {
+  std::unique_ptr<Launcher> l(new Launcher(host, std::move(options)));
+  QGPU_ASSIGN_OR_RETURN(l->machine_, host.instantiate<sdk::Machine>());
+  l->machine_name_ = host.select(QGPU_PLUGIN_MACHINE)->plugin->name;
+  // The machine says which engines it has: the others are refused before anything compiles.
+  const std::string& engine = l->options_.engine;
+  for (const auto& [needed, capability] :
+       {std::pair{true, "lower"}, std::pair{l->uses_interpreter(), "interpret"},
+        std::pair{engine == "circuit" || engine == "both", "circuit"}, std::pair{engine == "model", "model"}}) {
+    if (needed) QGPU_RETURN_IF_ERROR(require_capability(*l->machine_, l->machine_name_, capability));
+  }
+  QGPU_ASSIGN_OR_RETURN(l->frontend_, host.instantiate<sdk::Frontend>());
+  l->frontend_name_ = host.select(QGPU_PLUGIN_FRONTEND)->plugin->name;
+  return l;
+}
+
+sdk::Expected<sdk::KernelModule> Launcher::compile(const std::string& file) {
+  sdk::SourceInput input{file, sdk::SourceLanguage::kAuto};
+  return guarded_call(frontend_name_, "compile()", [&] { return frontend_->compile(input); });
+}
+
+sdk::Expected<std::unique_ptr<sdk::MachineProgram>> Launcher::lower(const sdk::KernelIR& kernel,
+                                                                    sdk::LaunchShape shape) {
+  return guarded_call(machine_name_, "lower()", [&] { return machine_->lower(kernel, shape); });
+}
+
+sdk::Expected<sdk::Description> Launcher::describe_machine() const {
+  return guarded_call(machine_name_, "describe()", [&] { return machine_->describe(); });
+}
+
+sdk::Expected<LoadedMerge*> Launcher::merge() {
+  if (options_.engine != "model") return static_cast<LoadedMerge*>(nullptr);
+  if (!merge_) {
+    QGPU_ASSIGN_OR_RETURN(merge_, load_merge(host_, {{"dtype", options_.model.dtype}}, !options_.dense));
+  }
+  return merge_.get();
+}
+
+sdk::Expected<LaunchOutcome> Launcher::launch(const sdk::MachineProgram& program,
+                                              const std::vector<sdk::LaunchArg>& args) {
+  LaunchOutcome out;
+  const auto start = std::chrono::steady_clock::now();
+  if (uses_interpreter()) {
+    QGPU_ASSIGN_OR_RETURN(out.interp, guarded_call(machine_name_, "interpret()", [&] {
+                            return machine_->interpret(program, args, options_.interpret);
+                          }));
+    out.interpreted = true;
+  }
+  if (uses_model()) {
+    QGPU_ASSIGN_OR_RETURN(LoadedMerge * m, merge());
+    sdk::ModelRunOptions model_options = options_.model;
+    model_options.engine = m ? "model" : "circuit";
+    model_options.model = m ? m->host.get() : nullptr;
+    QGPU_ASSIGN_OR_RETURN(out.model, guarded_call(machine_name_, "run_model()",
+                                                  [&] { return machine_->run_model(program, args, model_options); }));
+    out.modelled = true;
+    if (out.interpreted) QGPU_RETURN_IF_ERROR(compare_arrays(out.interp, out.model));
+  }
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return out;
+}
+
+}  // namespace qgpu::core
