@@ -1,0 +1,249 @@
+// The expression language's recursive-descent parser (grammar: docs/GPU_TOOL.md). One function per
+// rule; every error is one line pointing at the line and column where the input went wrong.
+#include <cctype>
+#include <charconv>
+
+#include "qgpu/core/gpu_expression.h"
+#include "qgpu/core/text.h"
+
+namespace qgpu::core {
+namespace {
+
+using Expr = GpuExpression;
+
+class Parser {
+ public:
+  explicit Parser(std::string_view text) : text_(text) {}
+
+  // expression-text := expression end
+  sdk::Expected<Expr> parse() {
+    auto e = expression();
+    if (!e) return e;
+    skip_space();
+    if (!at_end()) return error("unexpected " + quote_here() + " after a complete expression");
+    return e;
+  }
+
+ private:
+  // expression := term (('+' | '-') term)*
+  sdk::Expected<Expr> expression() { return binary_chain("+-", &Parser::term); }
+
+  // term := primary (('*' | '@') primary)*
+  sdk::Expected<Expr> term() { return binary_chain("*@", &Parser::primary); }
+
+  sdk::Expected<Expr> binary_chain(std::string_view ops, sdk::Expected<Expr> (Parser::*operand)()) {
+    auto left = (this->*operand)();
+    if (!left) return left;
+    for (;;) {
+      skip_space();
+      if (at_end() || ops.find(peek()) == std::string_view::npos) return left;
+      Expr e;
+      e.kind = Expr::Kind::kBinary;
+      e.line = line();
+      e.column = column();
+      e.name = std::string(1, peek());
+      ++pos_;
+      auto right = (this->*operand)();
+      if (!right) return right;
+      e.operands.push_back(std::move(*left));
+      e.operands.push_back(std::move(*right));
+      *left = std::move(e);
+    }
+  }
+
+  // primary := integer | array | call | '(' expression ')'
+  sdk::Expected<Expr> primary() {
+    skip_space();
+    if (at_end()) return error("expected a value, got the end of the expression");
+    const char c = peek();
+    if (std::isdigit(static_cast<unsigned char>(c)) || c == '-') {
+      if (c == '-' && !(pos_ + 1 < text_.size() && std::isdigit(static_cast<unsigned char>(text_[pos_ + 1]))))
+        return error("'-' in front of a value is only allowed on an integer (write 0 - x)");
+      Expr e;
+      e.line = line();
+      e.column = column();
+      auto v = integer();
+      if (!v) return v.error();
+      e.literal = GpuValue::scalar(*v);
+      return e;
+    }
+    if (c == '[') return array();
+    if (c == '(') {
+      ++pos_;
+      auto e = expression();
+      if (!e) return e;
+      if (auto s = expect(')'); !s) return s;
+      return e;
+    }
+    if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') return call();
+    return error("expected a value (an integer, '[', '(' or a function), got " + quote_here());
+  }
+
+  // integer := '-'? digit+   (an int32)
+  sdk::Expected<std::int32_t> integer() {
+    skip_space();
+    const std::size_t start = pos_;
+    if (!at_end() && peek() == '-') ++pos_;
+    if (at_end() || !std::isdigit(static_cast<unsigned char>(peek()))) {
+      pos_ = start;
+      return error("expected an integer, got " + quote_here());
+    }
+    while (!at_end() && std::isdigit(static_cast<unsigned char>(peek()))) ++pos_;
+    const std::string_view digits = text_.substr(start, pos_ - start);
+    std::int32_t v = 0;
+    auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
+    if (ec != std::errc() || ptr != digits.data() + digits.size()) {
+      pos_ = start;
+      return error("integer " + std::string(digits) + " is outside int32 [-2147483648, 2147483647]");
+    }
+    return v;
+  }
+
+  // array := '[' integer (',' integer)* ']'  |  '[' row (',' row)* ']'  with row := '[' integer (',' integer)* ']'
+  sdk::Expected<Expr> array() {
+    Expr e;
+    e.line = line();
+    e.column = column();
+    ++pos_;  // '['
+    skip_space();
+    if (at_end() || peek() != '[') {
+      auto v = integers();
+      if (!v) return v.error();
+      e.literal = GpuValue::vector(std::move(*v));
+      return e;
+    }
+    std::vector<std::int32_t> data;
+    std::int64_t rows = 0, cols = 0;
+    for (;;) {
+      skip_space();
+      const int row_column = column();
+      if (auto s = expect('['); !s) return s;
+      auto row = integers();
+      if (!row) return row.error();
+      if (rows == 0) cols = static_cast<std::int64_t>(row->size());
+      if (static_cast<std::int64_t>(row->size()) != cols)
+        return error_at_column(row_column, "matrix row " + std::to_string(rows + 1) + " has " +
+                                               std::to_string(row->size()) + " elements, row 1 has " +
+                                               std::to_string(cols));
+      data.insert(data.end(), row->begin(), row->end());
+      ++rows;
+      if (accept(',')) continue;
+      if (auto s = expect(']', "',' or ']'"); !s) return s;
+      break;
+    }
+    e.literal = GpuValue::matrix(rows, cols, std::move(data));
+    return e;
+  }
+
+  // The integers of a vector after its '[', through its ']'.
+  sdk::Expected<std::vector<std::int32_t>> integers() {
+    std::vector<std::int32_t> values;
+    for (;;) {
+      auto v = integer();
+      if (!v) return v.error();
+      values.push_back(*v);
+      if (accept(',')) continue;
+      if (auto s = expect(']', "',' or ']'"); !s) return s;
+      return values;
+    }
+  }
+
+  // call := name '(' (expression (',' expression)*)? ')'
+  sdk::Expected<Expr> call() {
+    Expr e;
+    e.kind = Expr::Kind::kCall;
+    e.line = line();
+    e.column = column();
+    const std::size_t start = pos_;
+    while (!at_end() && (std::isalnum(static_cast<unsigned char>(peek())) || peek() == '_')) ++pos_;
+    e.name = std::string(text_.substr(start, pos_ - start));
+    const GpuFunction* function = nullptr;
+    std::vector<std::string> names;
+    for (const auto& f : gpu_functions()) {
+      names.emplace_back(f.name);
+      if (f.name == e.name) function = &f;
+    }
+    if (function == nullptr) {
+      std::string message = "unknown function '" + e.name + "'";
+      if (std::string hint = closest_match(e.name, names); !hint.empty()) message += " (did you mean '" + hint + "'?)";
+      return error(e, message + "; functions: " + join(names));
+    }
+    if (auto s = expect('(', "'(' after '" + e.name + "'"); !s) return s;
+    if (!accept(')')) {
+      for (;;) {
+        auto arg = expression();
+        if (!arg) return arg;
+        e.operands.push_back(std::move(*arg));
+        if (accept(',')) continue;
+        if (auto s = expect(')', "',' or ')'"); !s) return s;
+        break;
+      }
+    }
+    if (e.operands.size() != function->params.size()) {
+      std::vector<std::string> params(function->params.begin(), function->params.end());
+      return error(e, e.name + "(" + join(params) + ") takes " + std::to_string(params.size()) + " argument" +
+                          (params.size() == 1 ? "" : "s") + ", got " + std::to_string(e.operands.size()));
+    }
+    return e;
+  }
+
+  // Consumes `c` (after spaces) if it is next.
+  bool accept(char c) {
+    skip_space();
+    if (at_end() || peek() != c) return false;
+    ++pos_;
+    return true;
+  }
+
+  sdk::Status expect(char c, const std::string& what = "") {
+    if (accept(c)) return sdk::Status::ok();
+    return error("expected " + (what.empty() ? std::string("'") + c + "'" : what) + ", got " + quote_here());
+  }
+
+  void skip_space() {
+    while (!at_end() && std::isspace(static_cast<unsigned char>(peek()))) ++pos_;
+  }
+  bool at_end() const { return pos_ >= text_.size(); }
+  char peek() const { return text_[pos_]; }
+  std::string quote_here() const { return at_end() ? "the end of the expression" : "'" + std::string(1, peek()) + "'"; }
+  // 1-based column of pos_ on its line.
+  int column() const {
+    const std::size_t line_start = text_.rfind('\n', pos_ == 0 ? 0 : pos_ - 1);
+    return static_cast<int>(line_start == std::string_view::npos || pos_ == 0 ? pos_ + 1 : pos_ - line_start);
+  }
+  int line() const {
+    int n = 1;
+    for (std::size_t i = 0; i < pos_ && i < text_.size(); ++i) n += text_[i] == '\n';
+    return n;
+  }
+  sdk::Status error(const std::string& message) const { return error_at_column(column(), message); }
+  sdk::Status error(const Expr& at, const std::string& message) const {
+    return sdk::error_at(location_of(at), sdk::ErrorCode::kParseError, message);
+  }
+  sdk::Status error_at_column(int col, const std::string& message) const {
+    return sdk::error_at("expression:" + std::to_string(line()) + ":" + std::to_string(col),
+                         sdk::ErrorCode::kParseError, message);
+  }
+
+  std::string_view text_;
+  std::size_t pos_ = 0;
+};
+
+}  // namespace
+
+sdk::Expected<GpuExpression> parse_gpu_expression(std::string_view text) {
+  return Parser(text).parse();
+}
+
+std::string location_of(const GpuExpression& e) {
+  return "expression:" + std::to_string(e.line) + ":" + std::to_string(e.column);
+}
+
+std::string to_string(const GpuExpression& e) {
+  if (e.kind == GpuExpression::Kind::kLiteral) return format_value(e.literal);
+  std::string s = "(" + e.name;
+  for (const auto& operand : e.operands) s += " " + to_string(operand);
+  return s + ")";
+}
+
+}  // namespace qgpu::core
