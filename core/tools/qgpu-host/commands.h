@@ -55,6 +55,17 @@ struct CircuitOptions {
 };
 int run_circuit(const core::Host& host, const CircuitOptions& options);
 
+struct EvalOptions {
+  std::string expression;
+  std::string engine = "interp";  // interp, circuit or model
+  std::string dtype = "f32";      // the model engines' layer math
+  bool check = false;             // model engines: compare every generated token with the interpreter's
+  std::string kernel_dir;         // --kernels; empty: find_kernel_library's search
+  std::string executable;         // the running binary, where the installed library is looked for
+  bool json = false;
+};
+int run_eval(const core::Host& host, const EvalOptions& options);
+
 struct GenerateOptions {
   std::string prompt;  // generate
   std::string system;  // chat: an optional system message

@@ -115,6 +115,24 @@ int main_impl(int argc, char** argv) {
   circuit->add_flag("--markdown", circuit_options.markdown, "print the Markdown tables of docs/MACHINE_CIRCUIT.md")
       ->excludes(circuit_json);
 
+  EvalOptions eval_options;
+  CLI::App* eval = app.add_subcommand(
+      "eval", "evaluate an integer expression on the machine, one launch of a kernels/ kernel per operation");
+  eval->add_option("expression", eval_options.expression,
+                   "e.g. '[1, 2, 3] @ [4, 5, 6]', 'sum(cumsum([1, 2, 3]))', 'pow_mod(2, 10, 1000)' (docs/GPU_TOOL.md)")
+      ->required();
+  eval->add_option("--engine", eval_options.engine,
+                   "interp (the reference interpreter, default), circuit (the machine's compiled layers) or model "
+                   "(the circuit merged in front of the base model)")
+      ->check(CLI::IsMember({"interp", "circuit", "model"}));
+  eval->add_option("--dtype", eval_options.dtype, "circuit/model: the layer math's dtype, f32 (default) or bf16")
+      ->check(CLI::IsMember({"f32", "bf16"}));
+  eval->add_flag("--check", eval_options.check,
+                 "circuit/model: compare every generated token of every launch with the interpreter's stream");
+  eval->add_option("--kernels", eval_options.kernel_dir,
+                   "the kernel library directory (default: $QGPU_KERNEL_DIR, else <prefix>/share/qgpu/kernels)");
+  eval->add_flag("--json", eval_options.json, "print one JSON object: expression, value, launches");
+
   GenerateOptions gen_options;
   auto add_sampling = [&](CLI::App* cmd) {
     cmd->add_option("--max-tokens", gen_options.max_tokens, "tokens to generate at most (default 64)")
@@ -179,6 +197,10 @@ int main_impl(int argc, char** argv) {
   if (*run) {
     if (run_options.check && engine->count() == 0) run_options.engine = "model";  // --check needs a model engine
     return run_kernel(**host, run_options);
+  }
+  if (*eval) {
+    eval_options.executable = host_options.executable.string();
+    return run_eval(**host, eval_options);
   }
   if (*gen) return run_generate(**host, gen_options);
   if (*chat) return run_chat(**host, gen_options);
