@@ -1,7 +1,5 @@
 #include "qgpu/core/launcher.h"
 
-#include <chrono>
-
 #include "qgpu/core/text.h"
 
 namespace qgpu::core {
@@ -100,7 +98,6 @@ sdk::Expected<LoadedMerge*> Launcher::merge() {
 sdk::Expected<LaunchOutcome> Launcher::launch(const sdk::MachineProgram& program,
                                               const std::vector<sdk::LaunchArg>& args) {
   LaunchOutcome out;
-  const auto start = std::chrono::steady_clock::now();
   if (uses_interpreter()) {
     QGPU_ASSIGN_OR_RETURN(out.interp, guarded_call(machine_name_, "interpret()", [&] {
                             return machine_->interpret(program, args, options_.interpret);
@@ -117,7 +114,6 @@ sdk::Expected<LaunchOutcome> Launcher::launch(const sdk::MachineProgram& program
     out.modelled = true;
     if (out.interpreted) QGPU_RETURN_IF_ERROR(compare_arrays(out.interp, out.model));
   }
-  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return out;
 }
 

@@ -27,7 +27,6 @@ struct LaunchOutcome {
   bool interpreted = false, modelled = false;
   sdk::LaunchResult interp;
   sdk::ModelRunResult model;
-  double seconds = 0;  // wall time of the launch (both engines)
   // The final arrays: the model engine's when it ran (equal to the interpreter's with "both").
   const std::vector<sdk::LaunchArg>& arrays() const { return modelled ? model.arrays : interp.arrays; }
 };
