@@ -1,0 +1,94 @@
+// MergeHost, the sdk::ModelHost over a base and a backend (`run --engine model`), and
+// load_merge: the config's base loaded with a MergeHost over it.
+#include <algorithm>
+#include <cstdio>
+#include <limits>
+#include <utility>
+
+#include "merged_model_internal.h"
+#include "qgpu/core/merged_model.h"
+
+namespace qgpu::core {
+
+using detail::num;
+
+sdk::Expected<std::unique_ptr<LoadedMerge>> load_merge(const Host& host,
+                                                       const std::map<std::string, std::string>& backend_options,
+                                                       bool sparse) {
+  auto m = std::make_unique<LoadedMerge>();
+  auto be = host.instantiate<sdk::TensorBackend>(backend_options);
+  if (!be) return be.error();
+  m->backend = *be;
+  auto bm = host.instantiate<sdk::BaseModel>();
+  if (!bm) return bm.error();
+  m->base = *bm;
+  const std::string name = host.select(QGPU_PLUGIN_BASE_MODEL)->plugin->name;
+  auto info = guarded_call(name, "load()", [&] { return m->base->load(*m->backend); });
+  if (!info) return info.error();
+  m->host = std::make_unique<MergeHost>(*m->base, *info, *m->backend, sparse);
+  return m;
+}
+
+std::string MergeHost::dtype() const {
+  return backend_->dtype() == sdk::DType::kBF16 ? "bf16" : "f32";
+}
+
+sdk::Status MergeHost::merge(const weights::CompiledCircuit& circuit, const sdk::RecordRows& rows) {
+  merged_.reset();  // the old layers leave the backend first
+  circuit_ = nullptr;
+  MergeInputs in;
+  in.circuit = &circuit;
+  in.records = rows;
+  in.sparse_circuit = sparse_;
+  auto m = MergedModel::create(*base_, info_, *backend_, in);
+  if (!m) return m.status();
+  merged_ = std::move(*m);
+  QGPU_RETURN_IF_ERROR(merged_->reset());
+  circuit_ = &circuit;
+  guard_ratio_ = 0;
+  guarded_ = 0;
+  return sdk::Status::ok();
+}
+
+sdk::Expected<std::vector<float>> MergeHost::forward(std::span<const std::int64_t> ids) {
+  if (!merged_) return sdk::internal_error("forward() before merge()");
+  auto f = merged_->forward(ids);
+  if (!f) return f.status();
+  // The guard, at a record position (the next token is a record; text positions choose text).
+  if (!f->circuit_margin.empty() && ids.back() >= merged_->base_rows()) {
+    ++guarded_;
+    const double margin = f->circuit_margin.back(), deviation = f->deviation.back();
+    guard_ratio_ =
+        std::max(guard_ratio_, margin > 0 ? deviation / (margin / 2) : std::numeric_limits<double>::infinity());
+    if (f->model_choice.back() != f->circuit_choice.back())
+      return sdk::internal_error(
+          "merge: the base's layers changed the next record: the model's record logits favour record row " +
+          std::to_string(f->model_choice.back()) + ", the circuit's fields choose row " +
+          std::to_string(f->circuit_choice.back()) + " (the base moved the record logits by up to " + num(deviation) +
+          " against the circuit's own margin " + num(margin) + "; " + merged_->placement().to_string() +
+          "), so the launch stops here");
+  }
+  return std::move(f->logits);
+}
+
+sdk::Expected<weights::StateView> MergeHost::circuit_state() {
+  if (!merged_) return sdk::internal_error("circuit_state() before merge()");
+  return merged_->circuit_state();
+}
+
+std::string MergeHost::describe() const {
+  if (!merged_) return "not merged";
+  const MergeCost& c = merged_->cost();
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "%lld circuit layers (%s) + the base's %lld, %lld record rows; %.1f GiB uploaded (%s); search %.1f s, "
+                "profile %.1f s",
+                static_cast<long long>(c.circuit_layers), sparse_ ? "sparse, on the host" : "dense, on the backend",
+                static_cast<long long>(info_.num_layers), static_cast<long long>(c.records),
+                static_cast<double>(c.uploaded_bytes) / (1 << 30), dtype().c_str(), c.search_seconds,
+                c.profile_seconds);
+  return std::string(line) + "\nsilence: " + merged_->silence().to_string() +
+         "\nchoice: " + merged_->placement().to_string();
+}
+
+}  // namespace qgpu::core

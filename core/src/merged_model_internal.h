@@ -1,0 +1,70 @@
+// What the merged model's sources share (merged_model.cpp, merged_sequence.cpp,
+// merged_forward.cpp, merge_host.cpp, measure_silence.cpp); not installed.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "qgpu/core/merged_model.h"
+
+#define QGPU_MERGE_ASSIGN(lhs, expr)      \
+  do {                                    \
+    auto qgpu_e_ = (expr);                \
+    if (!qgpu_e_) return qgpu_e_.error(); \
+    lhs = std::move(qgpu_e_).value();     \
+  } while (false)
+
+namespace qgpu::core {
+namespace detail {
+
+using Clock = std::chrono::steady_clock;
+
+inline double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+inline sdk::TensorView view_of(void* data, sdk::DType dtype, std::span<const std::int64_t> shape) {
+  sdk::TensorView v;
+  v.data = data;
+  v.dtype = dtype;
+  v.rank = static_cast<std::int32_t>(shape.size());
+  std::copy(shape.begin(), shape.end(), v.shape);
+  return v;
+}
+
+inline std::string num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+}  // namespace detail
+
+struct MergedModel::Layer {
+  const sdk::Tensor* input_norm = nullptr;
+  const sdk::Tensor* post_norm = nullptr;
+  sdk::DeltaNetWeights gdn;
+  sdk::MlpWeights mlp;
+};
+
+// A sequence: the base's (null: the base's own), the dense circuit layers' states, and the
+// sparse path's reference state while the sequence is not the one in use.
+class MergedModel::Sequence {
+ public:
+  std::int64_t tokens() const { return tokens_; }
+
+ private:
+  friend class MergedModel;
+  const MergedModel* owner_ = nullptr;
+  sdk::Handle<sdk::Sequence> base_;
+  std::vector<sdk::Handle<sdk::LayerState>> circuit_;
+  weights::ReferenceModel::State reference_;
+  std::int64_t tokens_ = 0;
+};
+
+}  // namespace qgpu::core
