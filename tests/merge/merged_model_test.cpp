@@ -1,4 +1,4 @@
-// The merged model (core/src/merged_model.cpp) on the real plugins: the
+// The merged model (core/src/merged_*.cpp) on the real plugins: the
 // synthetic Qwen3.5-2B-shaped base (4 layers, 4,096 rows; the default
 // `checkpoint: synthetic`) on backend_torch, with the machine's fetch/decode
 // stage compiled at the base's shapes with a mute channel, in f32 and bf16.
