@@ -447,7 +447,7 @@ sdk::Status CircuitRun::generate() {
       s.records.push_back(to_text(done->front()));
       const Record& complete = done->front();
       ++by_kind[static_cast<std::size_t>(complete.kind)];
-      if (complete.kind == RecordKind::kExec && complete.block >= 0 &&
+      if (complete.kind == RecordKind::kExec &&
           static_cast<std::size_t>(complete.block) < s.program->blocks.size())
         warp_instructions +=
             static_cast<std::int64_t>(s.program->blocks[static_cast<std::size_t>(complete.block)].slots.size());

@@ -24,9 +24,9 @@ sdk::Status validate(const SamplingOptions& options);
 
 // Sampling as asked on the command line; a field left empty takes the checkpoint's default.
 struct SamplingFlags {
-  std::optional<double> temperature;
-  std::optional<std::int64_t> top_k;
-  std::optional<double> top_p;
+  std::optional<double> temperature = std::nullopt;
+  std::optional<std::int64_t> top_k = std::nullopt;
+  std::optional<double> top_p = std::nullopt;
   std::uint64_t seed = 0;
 };
 
