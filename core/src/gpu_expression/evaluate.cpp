@@ -17,24 +17,6 @@ using Shape = GpuValue::Shape;
 
 constexpr std::uint32_t kWarpThreads = 4;  // the library's reductions use one 4-thread block
 
-// The machine's limits that a launch's sizes must respect (from its describe() properties; -1 when
-// the machine does not report one: its own checks still apply).
-struct Limits {
-  std::int64_t global_words = -1, max_threads = -1, max_block_threads = -1;
-};
-
-Limits read_limits(const sdk::Description& d) {
-  Limits l;
-  for (const auto& [key, value] : d.properties) {
-    std::int64_t* slot = key == "global_words"        ? &l.global_words
-                         : key == "max_threads"       ? &l.max_threads
-                         : key == "max_block_threads" ? &l.max_block_threads
-                                                      : nullptr;
-    if (slot != nullptr) *slot = std::strtoll(value.c_str(), nullptr, 10);
-  }
-  return l;
-}
-
 // One planned launch of a library kernel.
 struct KernelCall {
   std::string operation;  // for messages: "sum", "@ (dot)", "+"
@@ -77,7 +59,7 @@ GpuValue shaped_like(const GpuValue& shape) {
 
 class Evaluator {
  public:
-  Evaluator(Launcher& launcher, const GpuEvalOptions& options, Limits limits)
+  Evaluator(Launcher& launcher, const GpuEvalOptions& options, MachineLimits limits)
       : launcher_(launcher), options_(options), limits_(limits) {}
 
   sdk::Expected<GpuValue> eval(const GpuExpression& e) {
@@ -348,17 +330,31 @@ class Evaluator {
 
   Launcher& launcher_;
   const GpuEvalOptions& options_;
-  Limits limits_;
+  MachineLimits limits_;
   std::map<std::string, sdk::KernelModule> modules_;
   std::vector<GpuLaunchReport> launches_;
 };
 
 }  // namespace
 
+MachineLimits machine_limits(const sdk::Description& d) {
+  MachineLimits l;
+  for (const auto& [key, value] : d.properties) {
+    std::int64_t* slot = key == "global_words"        ? &l.global_words
+                         : key == "shared_words"      ? &l.shared_words
+                         : key == "max_threads"       ? &l.max_threads
+                         : key == "max_block_threads" ? &l.max_block_threads
+                         : key == "lanes"             ? &l.lanes
+                                                      : nullptr;
+    if (slot != nullptr) *slot = std::strtoll(value.c_str(), nullptr, 10);
+  }
+  return l;
+}
+
 sdk::Expected<GpuEvalResult> evaluate_gpu_expression(const GpuExpression& e, Launcher& launcher,
                                                      const GpuEvalOptions& options) {
   QGPU_ASSIGN_OR_RETURN(sdk::Description description, launcher.describe_machine());
-  Evaluator evaluator(launcher, options, read_limits(description));
+  Evaluator evaluator(launcher, options, machine_limits(description));
   GpuEvalResult result;
   QGPU_ASSIGN_OR_RETURN(result.value, evaluator.eval(e));
   result.launches = evaluator.take_launches();

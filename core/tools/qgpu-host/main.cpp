@@ -160,8 +160,32 @@ int main_impl(int argc, char** argv) {
   gen->add_flag("--logits", gen_options.logits, "with --json: include every step's logits (for comparisons)")
       ->needs("--json");
   add_sampling(gen);
-  CLI::App* chat = app.add_subcommand("chat", "talk to the base model in its chat format (reads stdin)");
+  ChatOptions chat_options;
+  CLI::App* chat = app.add_subcommand(
+      "chat", "talk to the model in its chat format (reads stdin); it calls the machine as a tool (docs/CHAT.md)");
   chat->add_option("--system", gen_options.system, "a system message that opens the conversation");
+  chat->add_option("--gpu", chat_options.gpu,
+                   "the GPU tool: normal (expressions on the kernels/ library; the default with a machine), advanced "
+                   "(also CUDA the model writes) or off")
+      ->check(CLI::IsMember({"normal", "advanced", "off"}));
+  chat->add_option("--engine", chat_options.engine,
+                   "where launches run: model (default: the circuit merged in front of the base, in a sequence of "
+                   "its own), circuit or interp")
+      ->check(CLI::IsMember({"interp", "circuit", "model"}));
+  auto* chat_dtype = chat->add_option("--dtype", chat_options.dtype, "the layer math, f32 or bf16 (default: the config's)")
+                         ->check(CLI::IsMember({"f32", "bf16"}));
+  chat->add_flag("--check,!--no-check", chat_options.check,
+                 "replay every launch against the interpreter token by token (default on)");
+  chat->add_option("--attempts", chat_options.attempts, "failed gpu_kernel calls allowed per question (default 3)")
+      ->check(CLI::Range(1, 100));
+  chat->add_option("--max-steps", chat_options.max_steps, "the interpreter's block executions per launch at most");
+  chat->add_option("--max-launch-tokens", chat_options.max_launch_tokens,
+                   "model engines: generated tokens per launch at most");
+  chat->add_option("--script", chat_options.script,
+                   "force the assistant's turns from FILE token by token instead of sampling (tests, demos)");
+  chat->add_option("--kernels", chat_options.kernel_dir,
+                   "the kernel library directory (default: $QGPU_KERNEL_DIR, else <prefix>/share/qgpu/kernels)");
+  chat->add_flag("--json", chat_options.json, "print the transcript and every tool call as one JSON object at the end");
   add_sampling(chat);
 
   try {
@@ -203,7 +227,18 @@ int main_impl(int argc, char** argv) {
     return run_eval(**host, eval_options);
   }
   if (*gen) return run_generate(**host, gen_options);
-  if (*chat) return run_chat(**host, gen_options);
+  if (*chat) {
+    chat_options.text = gen_options;
+    chat_options.executable = host_options.executable.string();
+    if (chat_dtype->count() == 0) {
+      auto backend = (*host)->select(QGPU_PLUGIN_TENSOR_BACKEND);
+      if (backend) {
+        auto values = backend->options.values();
+        if (auto it = values.find("dtype"); it != values.end()) chat_options.dtype = it->second;
+      }
+    }
+    return run_chat(**host, chat_options);
+  }
   return report(sdk::internal_error("no subcommand ran"));
 }
 

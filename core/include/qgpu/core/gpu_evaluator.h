@@ -14,6 +14,13 @@
 
 namespace qgpu::core {
 
+// The machine's limits that a launch's sizes must respect, from its describe() properties (-1 where
+// the machine does not report one: its own checks still apply).
+struct MachineLimits {
+  std::int64_t global_words = -1, shared_words = -1, max_threads = -1, max_block_threads = -1, lanes = -1;
+};
+MachineLimits machine_limits(const sdk::Description& d);
+
 // One launch of an evaluation, for the per-launch summary line and --json.
 struct GpuLaunchReport {
   std::string operation;  // "sum", "@ (dot)", "+"

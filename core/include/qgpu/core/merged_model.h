@@ -234,6 +234,7 @@ class MergeHost final : public sdk::ModelHost {
   MergeHost(sdk::BaseModel& base, const sdk::ModelInfo& info, sdk::TensorBackend& backend, bool sparse)
       : base_(&base), info_(info), backend_(&backend), sparse_(sparse) {}
   sdk::LayerShapes shapes() const override { return info_.shapes; }
+  const sdk::ModelInfo& info() const { return info_; }  // the base's, as load() returned it
   std::int64_t text_rows() const override { return info_.vocab_size; }
   std::string dtype() const override;
   sdk::Status merge(const weights::CompiledCircuit& circuit, const sdk::RecordRows& rows) override;
