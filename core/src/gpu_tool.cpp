@@ -173,7 +173,7 @@ std::vector<sdk::ToolDeclaration> GpuTool::declarations(GpuToolMode mode) const 
 
 bool GpuTool::fail(GpuToolCall& out, const sdk::Status& status) const {
   if (status.code() == sdk::ErrorCode::kCancelled) return false;
-  std::string message = one_line(status.message());
+  std::string message = one_line((status.location().empty() ? "" : status.location() + ": ") + status.message());
   // Sources are compiled from the scratch directory: messages name the file as the model knows it.
   const std::string prefix = scratch_.string() + "/";
   for (std::size_t at; (at = message.find(prefix)) != std::string::npos;) message.erase(at, prefix.size());
@@ -302,9 +302,8 @@ sdk::Expected<GpuToolCall> GpuTool::run_kernel(const sdk::ToolCall& call) {
 std::string describe_call(const GpuToolCall& call, const std::string& dtype) {
   std::string line = call.tool + ": " + (call.subject.empty() ? "" : call.subject + " ");
   if (!call.ok) return line + "-> " + call.response;
-  std::string result = call.response;
-  for (auto& c : result)
-    if (c == '\n') c = ';';
+  std::string result;  // one line: the arrays of gpu_kernel separated by "; "
+  for (char c : call.response) result += c == '\n' ? std::string("; ") : std::string(1, c);
   line += "-> " + result + "; " + call.engine;
   if (call.engine != "interp") line += " (" + dtype + ")";
   char how[160];
@@ -316,7 +315,7 @@ std::string describe_call(const GpuToolCall& call, const std::string& dtype) {
                   static_cast<long long>(call.launches), call.launches == 1 ? "" : "es",
                   static_cast<long long>(call.generated_tokens), call.seconds, call.min_margin);
   line += how;
-  if (!call.checks.empty()) line += "; check: " + join(call.checks, "; ");
+  if (!call.checks.empty()) line += "; " + join(call.checks, "; ");  // each "check: ..."
   return line;
 }
 

@@ -1,24 +1,25 @@
 #!/usr/bin/env bash
 # Runs a command and checks how it ended.
-#   expect.sh [--exit N|nonzero] [--stderr RE] [--stdout RE] [--one-line-error] -- CMD ARGS...
+#   expect.sh [--exit N|nonzero] [--stderr RE] [--stdout RE] [--one-line-error] [--stdin FILE] -- CMD ARGS...
 # --one-line-error: stderr is exactly one line. A crash (signal, "terminate
 # called", a sanitizer report) always fails the check; an exit code of 128 or
 # more counts as a signal unless it is the one --exit asks for (Ctrl-C: 130).
 set -u
-want_exit=0 stderr_re="" stdout_re="" one_line=0
+want_exit=0 stderr_re="" stdout_re="" one_line=0 stdin=/dev/null
 while [ $# -gt 0 ]; do
   case "$1" in
     --exit) want_exit="$2"; shift 2 ;;
     --stderr) stderr_re="$2"; shift 2 ;;
     --stdout) stdout_re="$2"; shift 2 ;;
     --one-line-error) one_line=1; shift ;;
+    --stdin) stdin="$2"; shift 2 ;;
     --) shift; break ;;
     *) echo "expect.sh: unknown flag $1" >&2; exit 2 ;;
   esac
 done
 out=$(mktemp) err=$(mktemp)
 trap 'rm -f "$out" "$err"' EXIT
-"$@" >"$out" 2>"$err" </dev/null
+"$@" >"$out" 2>"$err" <"$stdin"
 rc=$?
 fail() {
   echo "FAIL: $*"

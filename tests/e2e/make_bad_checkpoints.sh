@@ -3,7 +3,7 @@
 # tests/golden/make_base_golden.py runs transformers on: --small --vocab 1024 --seed 1), and
 # broken copies (truncated weights, hostile header, shapes that contradict the
 # config, no tokenizer, a generation_config.json with a bad eos list), each with a
-# config file selecting it.
+# config file selecting it; and chat.yaml, the good one with the machine.
 #   make_bad_checkpoints.sh SYNTH_TOOL WORK_DIR
 set -euo pipefail
 synth=$1 work=$2
@@ -30,3 +30,19 @@ backend:
   threads: 1
 YAML
 done
+# The chat's tests: the machine as a tool, its launches on the circuit engine, the text on the small
+# base (the circuit engine does not merge, so the base's shapes do not matter).
+cat >"$work/chat.yaml" <<YAML
+version: 1
+frontend:
+  plugin: frontend_ptx
+machine:
+  plugin: machine_simt
+base:
+  plugin: base_qwen35
+  checkpoint: $work/good
+backend:
+  plugin: backend_torch
+  dtype: f32
+  threads: 1
+YAML

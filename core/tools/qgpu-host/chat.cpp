@@ -3,6 +3,7 @@
 // text ends its turn; the call runs through the GpuTool (each launch in the merged model's own
 // sequence, never in the chat's context), its response is appended as a tool turn and the model
 // continues.
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -110,6 +111,13 @@ sdk::Expected<ChatSession> open_session(const core::Host& host, const ChatOption
   return s;
 }
 
+// Where the prompt's last complete turn ends: after its last end-of-turn id.
+std::size_t last_turn_end(const std::vector<std::int64_t>& prompt, const std::vector<std::int64_t>& stops) {
+  for (std::size_t i = prompt.size(); i > 0; --i)
+    if (std::find(stops.begin(), stops.end(), prompt[i - 1]) != stops.end()) return i;
+  return 0;
+}
+
 }  // namespace
 
 int run_chat(const core::Host& host, const ChatOptions& options) {
@@ -151,13 +159,17 @@ int run_chat(const core::Host& host, const ChatOptions& options) {
                m.name.c_str(), m.info.checkpoint.c_str(), describe_gpu().c_str(),
                script ? (", assistant turns from " + script->file).c_str() : "");
 
+  auto context_handle = ChatSequence::create(m);
+  if (!context_handle) return report(context_handle.error());
   TextGeneration text;
+  text.sequence = (*context_handle)->sequence();
   text.max_tokens = text_options.max_tokens;
   text.stops = m.model->stop_ids();  // the checkpoint's eos ids and the chat format's end of turn
   text.stream = !options.json;
   std::vector<std::int64_t> forced;
   bool script_ended = false;
   std::string line;
+  ChatSequence* context = context_handle->get();
   while (!script_ended) {
     std::fprintf(stderr, "> ");
     std::fflush(stderr);
@@ -186,10 +198,12 @@ int run_chat(const core::Host& host, const ChatOptions& options) {
     for (int calls_made = 0;;) {
       std::vector<sdk::ToolDeclaration> tools;
       if (tool) tools = tool->declarations(*mode);
-      // The whole conversation is re-encoded each reply: exact, and the chat's context never holds a launch.
-      m.model->reset();
+      // The whole conversation is re-encoded each reply (the chat's context never holds a launch);
+      // the chat's sequence keeps what it already holds of it.
       auto prompt = core::guarded_call(m.name, "encode_chat()", [&] { return m.model->encode_chat(turns, tools); });
       if (!prompt) return report(prompt.error());
+      auto rest = context->prepare(*prompt, last_turn_end(*prompt, text.stops));
+      if (!rest) return report(rest.error());
       text.forced = nullptr;
       if (script) {
         if (script->next >= script->turns.size()) {
@@ -206,11 +220,15 @@ int run_chat(const core::Host& host, const ChatOptions& options) {
       text.stop_after = nullptr;
       if (*mode != core::GpuToolMode::kOff)
         text.stop_after = [](std::string_view so_far) { return so_far.find("</tool_call>") != std::string_view::npos; };
-      auto g = generate(m, *prompt, text, sampler);
+      auto g = generate(m, *rest, text, sampler);
       if (!g) return report(g.error());
+      context->fed(*rest, *g);
       if (!options.json) std::printf("\n");
       std::fflush(stdout);
       print_stats(text_options.stats, prompt->size(), *g);
+      if (text_options.stats)
+        std::fprintf(stderr, "stats: %zu of the prompt's tokens were already in the chat's sequence\n",
+                     context->reused());
       if (!g->ended_by_text) {
         turns.push_back({"assistant", g->text});
         break;

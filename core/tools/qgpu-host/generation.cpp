@@ -40,7 +40,10 @@ sdk::Expected<Generated> generate(LoadedModel& m, const std::vector<std::int64_t
       options.forced != nullptr ? static_cast<std::int64_t>(options.forced->size()) + 1 : options.max_tokens;
   for (std::int64_t step = 0; step < limit; ++step) {
     QGPU_ASSIGN_OR_RETURN(std::vector<float> logits,
-                          core::guarded_call(m.name, "forward()", [&] { return m.model->forward(feed); }));
+                          core::guarded_call(m.name, "forward()", [&] {
+                            return options.sequence ? m.model->forward(*options.sequence, feed) : m.model->forward(feed);
+                          }));
+    out.fed = out.ids.size();  // the previous id (if any) went in with this forward
     std::int64_t id = 0;
     if (options.forced != nullptr) {
       if (step >= static_cast<std::int64_t>(options.forced->size())) {
@@ -74,6 +77,65 @@ sdk::Expected<Generated> generate(LoadedModel& m, const std::vector<std::int64_t
   out.text = core::valid_utf8(text);
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return out;
+}
+
+namespace {
+
+bool starts_with(const std::vector<std::int64_t>& whole, const std::vector<std::int64_t>& prefix) {
+  return prefix.size() <= whole.size() && std::equal(prefix.begin(), prefix.end(), whole.begin());
+}
+
+}  // namespace
+
+sdk::Expected<std::unique_ptr<ChatSequence>> ChatSequence::create(LoadedModel& m) {
+  std::unique_ptr<ChatSequence> c(new ChatSequence(m));
+  auto live = m.model->create_sequence();
+  if (!live) {
+    if (live.error().code() != sdk::ErrorCode::kNotAvailable) return live.error();
+    return c;  // the model's own sequence, fed whole each reply
+  }
+  c->live_ = std::move(*live);
+  QGPU_ASSIGN_OR_RETURN(c->snapshot_, m.model->create_sequence());
+  return c;
+}
+
+ChatSequence::~ChatSequence() = default;
+
+sdk::Expected<std::vector<std::int64_t>> ChatSequence::prepare(const std::vector<std::int64_t>& prompt,
+                                                                std::size_t turn_end) {
+  reused_ = 0;
+  if (!live_) {
+    m_.model->reset();
+    return prompt;
+  }
+  const bool live_fits = !live_ids_.empty() && live_ids_.size() < prompt.size() && starts_with(prompt, live_ids_);
+  if (!live_fits) {
+    if (!snapshot_ids_.empty() && snapshot_ids_.size() < prompt.size() && starts_with(prompt, snapshot_ids_)) {
+      QGPU_RETURN_IF_ERROR(m_.model->copy_sequence(*snapshot_, *live_));
+      live_ids_ = snapshot_ids_;
+    } else {
+      QGPU_RETURN_IF_ERROR(m_.model->truncate_sequence(*live_, 0));
+      live_ids_.clear();
+    }
+  }
+  reused_ = live_ids_.size();
+  // The snapshot moves to the end of the last complete turn (a later prompt repeats it).
+  if (turn_end > live_ids_.size() && turn_end < prompt.size()) {
+    std::span<const std::int64_t> part(prompt.begin() + static_cast<std::ptrdiff_t>(live_ids_.size()),
+                                       prompt.begin() + static_cast<std::ptrdiff_t>(turn_end));
+    QGPU_RETURN_IF_ERROR(
+        core::guarded_call(m_.name, "forward()", [&] { return m_.model->forward(*live_, part); }).status());
+    live_ids_.assign(prompt.begin(), prompt.begin() + static_cast<std::ptrdiff_t>(turn_end));
+    QGPU_RETURN_IF_ERROR(m_.model->copy_sequence(*live_, *snapshot_));
+    snapshot_ids_ = live_ids_;
+  }
+  return std::vector<std::int64_t>(prompt.begin() + static_cast<std::ptrdiff_t>(live_ids_.size()), prompt.end());
+}
+
+void ChatSequence::fed(const std::vector<std::int64_t>& rest, const Generated& g) {
+  if (!live_) return;
+  live_ids_.insert(live_ids_.end(), rest.begin(), rest.end());
+  live_ids_.insert(live_ids_.end(), g.ids.begin(), g.ids.begin() + static_cast<std::ptrdiff_t>(g.fed));
 }
 
 void print_stats(bool enabled, std::size_t prompt_tokens, const Generated& g) {

@@ -35,6 +35,7 @@ struct Generated {
   std::vector<std::vector<float>> logits;  // per step, when asked for
   bool stopped = false;                    // ended on a stop token (not on the token limit)
   bool ended_by_text = false;              // TextGeneration::stop_after said so
+  std::size_t fed = 0;                     // of `ids`, those fed to the model (all but a last one)
   std::string text;                        // the generated text, invalid UTF-8 replaced
   double seconds = 0;
 };
@@ -49,12 +50,39 @@ struct TextGeneration {
   const std::vector<std::int64_t>* forced = nullptr;
   // Called with the text so far after each token; true ends the generation there.
   std::function<bool(std::string_view)> stop_after;
+  sdk::Sequence* sequence = nullptr;  // continue this sequence of the model (nullptr: its own)
 };
 
 // Feeds `prompt` to the model's sequence (continuing it), then chooses tokens over all logit
 // rows (as transformers does).
 sdk::Expected<Generated> generate(LoadedModel& m, const std::vector<std::int64_t>& prompt,
                                   const TextGeneration& options, core::Sampler& sampler);
+
+// A conversation's own sequence of the model, kept between replies. Each reply re-encodes the
+// whole conversation; what the sequence already holds (or a snapshot taken at the end of the
+// last complete turn) is kept where it is a prefix of the new prompt, and only the rest is fed.
+// A launch never runs here: it has a sequence of its own.
+class ChatSequence {
+ public:
+  // Uses a sequence made by the model when it has them, else the model's own (then every
+  // reply feeds the whole prompt).
+  static sdk::Expected<std::unique_ptr<ChatSequence>> create(LoadedModel& m);
+  ~ChatSequence();
+  // Makes the sequence hold a prefix of `prompt` and returns the rest to feed (never empty).
+  // `turn_end`: prompt[0, turn_end) ends with the last complete turn (the snapshot's place).
+  sdk::Expected<std::vector<std::int64_t>> prepare(const std::vector<std::int64_t>& prompt, std::size_t turn_end);
+  // After generate(): the rest and the generated ids it fed.
+  void fed(const std::vector<std::int64_t>& rest, const Generated& g);
+  sdk::Sequence* sequence() { return live_.get(); }
+  std::size_t reused() const { return reused_; }  // prompt tokens the last prepare() did not feed again
+
+ private:
+  explicit ChatSequence(LoadedModel& m) : m_(m) {}
+  LoadedModel& m_;
+  sdk::Handle<sdk::Sequence> live_, snapshot_;
+  std::vector<std::int64_t> live_ids_, snapshot_ids_;
+  std::size_t reused_ = 0;
+};
 
 // "stats: prompt 20 tokens, generated 8 tokens in 1.04 s (8.7 tok/s), ..." on stderr when `enabled`.
 void print_stats(bool enabled, std::size_t prompt_tokens, const Generated& g);
