@@ -15,6 +15,7 @@
 #include "generation.h"
 #include "progress.h"
 #include "qgpu/core/gpu_tool.h"
+#include "qgpu/core/merged_model.h"
 #include "qgpu/core/text.h"
 
 namespace qgpu::host {
@@ -259,6 +260,27 @@ int run_chat(const core::Host& host, const ChatOptions& options) {
   if (script && script->next < script->turns.size())
     std::fprintf(stderr, "chat: %zu of the script's %zu assistant turns were not used\n",
                  script->turns.size() - script->next, script->turns.size());
+  // --silence: the merged model against the base on the conversation as it stands (text only:
+  // tool calls and responses are text in the chat's context).
+  nlohmann::ordered_json silence;
+  if (options.silence) {
+    core::LoadedMerge* merge = session->launcher ? session->launcher->loaded_merge() : nullptr;
+    if (merge == nullptr || merge->host->merged() == nullptr)
+      return report(sdk::invalid_argument("--silence: no launch merged the model (it needs --engine model and a tool call)"));
+    std::vector<sdk::ToolDeclaration> tools;
+    if (tool) tools = tool->declarations(*mode);
+    auto ids = m.model->encode_chat(turns, tools);
+    if (!ids) return report(ids.error().with_context("--silence"));
+    auto r = core::measure_silence(*merge->host->merged(), *merge->base, *merge->backend, *ids);
+    if (!r) return report(r.error().with_context("--silence"));
+    const std::int64_t identical = r->before_identical + r->after_identical, rows = r->before + r->after;
+    const double kl_max = std::max(r->kl_before_max, r->kl_after_max);
+    std::fprintf(stderr,
+                 "silence: the conversation (%zu tokens, %zu tool calls): %lld of %lld next-token distributions "
+                 "identical to the base's, max KL(base||merged) = %g\n",
+                 ids->size(), calls.size(), static_cast<long long>(identical), static_cast<long long>(rows), kl_max);
+    silence = {{"tokens", ids->size()}, {"identical", identical}, {"positions", rows}, {"kl_max", kl_max}};
+  }
   if (options.json) {
     nlohmann::ordered_json out;
     out["gpu"] = std::string(core::to_string(*mode));
@@ -271,6 +293,7 @@ int run_chat(const core::Host& host, const ChatOptions& options) {
     out["turns"] = nlohmann::ordered_json::array();
     for (const auto& t : turns) out["turns"].push_back(turn_json(t));
     out["calls"] = calls;
+    if (options.silence) out["silence"] = silence;
     std::cout << out.dump() << "\n";
   }
   return interrupt.raised() ? kExitInterrupted : kExitOk;

@@ -90,6 +90,7 @@ struct ChatOptions {
   std::uint64_t max_launch_tokens = 0;  // model engines: generated tokens per launch (0: the machine's default)
   std::string script;              // assistant turns forced from this file (chat_script.h)
   bool json = false;               // the transcript and the calls as one JSON object at the end
+  bool silence = false;            // at the end: the merged model against the base on the conversation
   std::string kernel_dir;          // --kernels
   std::string executable;          // the running binary (the installed kernels/ library)
 };

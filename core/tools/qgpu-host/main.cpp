@@ -185,6 +185,8 @@ int main_impl(int argc, char** argv) {
                    "force the assistant's turns from FILE token by token instead of sampling (tests, demos)");
   chat->add_option("--kernels", chat_options.kernel_dir,
                    "the kernel library directory (default: $QGPU_KERNEL_DIR, else <prefix>/share/qgpu/kernels)");
+  chat->add_flag("--silence", chat_options.silence,
+                 "at the end, KL(base || merged) at every position of the conversation (engine model, after a launch)");
   chat->add_flag("--json", chat_options.json, "print the transcript and every tool call as one JSON object at the end");
   add_sampling(chat);
 
