@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "progress.h"
 #include "qgpu/core/gpu_evaluator.h"
 
 namespace qgpu::host {
@@ -56,13 +57,23 @@ int run_eval(const core::Host& host, const EvalOptions& options) {
   launcher_options.model.on_progress = [](std::string_view line) {
     std::fprintf(stderr, "qgpu-host: %.*s\n", static_cast<int>(line.size()), line.data());
   };
+  // While a model engine generates: a live line on a terminal, a line every 10 s otherwise; Ctrl-C
+  // stops the launch with how far it got (exit 130).
+  LaunchProgressLine line(options.engine, stderr_is_terminal() && !options.json);
+  launcher_options.model.on_step = [&line](const sdk::LaunchProgress& p) { line(p); };
+  InterruptFlag interrupt;
+  launcher_options.model.cancel = interrupt.flag();
   auto launcher = core::Launcher::open(host, launcher_options);
   if (!launcher) return report(launcher.error());
 
   core::GpuEvalOptions eval_options;
   eval_options.kernel_dir = *kernel_dir;
-  eval_options.on_launch = [](const core::GpuLaunchReport& r) { std::fprintf(stderr, "%s\n", launch_line(r).c_str()); };
+  eval_options.on_launch = [&line](const core::GpuLaunchReport& r) {
+    line.finish();
+    std::fprintf(stderr, "%s\n", launch_line(r).c_str());
+  };
   auto result = core::evaluate_gpu_expression(*expression, **launcher, eval_options);
+  line.finish();
   if (!result) return report(result.error());
 
   if (options.json) {
