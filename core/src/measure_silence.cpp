@@ -53,7 +53,7 @@ sdk::Expected<SilenceReport> measure_silence(MergedModel& merged, sdk::BaseModel
   options.all_logits = true;
   options.circuit_residual = circuit_residual;
   MergedForward m;
-  QGPU_MERGE_ASSIGN(m, merged.forward(sequence, options));
+  QGPU_ASSIGN_OR_RETURN(m, merged.forward(sequence, options));
   rep.merged_seconds = seconds_since(start);
 
   // The base runs each text run of the sequence in one call, as the merged model
@@ -72,10 +72,10 @@ sdk::Expected<SilenceReport> measure_silence(MergedModel& merged, sdk::BaseModel
     while (end < sequence.size() && sequence[end] < V) ++end;
     const auto n = static_cast<std::int64_t>(end - i);
     sdk::Handle<sdk::Tensor> h;
-    QGPU_MERGE_ASSIGN(h, base.embed(sequence.subspan(i, end - i)));
-    QGPU_MERGE_ASSIGN(h, base.run_layers(*h));
-    QGPU_MERGE_ASSIGN(h, base.final_norm(*h));
-    QGPU_MERGE_ASSIGN(h, base.lm_head(*h));
+    QGPU_ASSIGN_OR_RETURN(h, base.embed(sequence.subspan(i, end - i)));
+    QGPU_ASSIGN_OR_RETURN(h, base.run_layers(*h));
+    QGPU_ASSIGN_OR_RETURN(h, base.final_norm(*h));
+    QGPU_ASSIGN_OR_RETURN(h, base.lm_head(*h));
     const std::int64_t shape[2] = {n, V};
     QGPU_RETURN_IF_ERROR(backend.download(*h, view_of(b.data() + done * V, sdk::DType::kF32, shape)));
     done += n;

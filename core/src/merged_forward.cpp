@@ -38,16 +38,16 @@ sdk::Expected<sdk::Handle<sdk::Tensor>> MergedModel::run_circuit(const sdk::Tens
     QGPU_RETURN_IF_ERROR(be.download(input, view_of(rows.data(), sdk::DType::kF32, shape)));
     return run_reference(std::move(rows), T);
   }
-  QGPU_MERGE_ASSIGN(h, be.rows(input, 0, input.dim(0)));
+  QGPU_ASSIGN_OR_RETURN(h, be.rows(input, 0, input.dim(0)));
   for (std::size_t i = 0; i < layers_.size(); ++i) {
     Layer& l = layers_[i];
-    QGPU_MERGE_ASSIGN(x, be.rms_norm(*h, *l.input_norm, eps));
+    QGPU_ASSIGN_OR_RETURN(x, be.rms_norm(*h, *l.input_norm, eps));
     // The circuit is exact under the token-by-token recurrence (backend.Circuits.*), so every run uses it.
-    QGPU_MERGE_ASSIGN(mixed, be.gated_delta_net(*x, l.gdn, shape, *active_->circuit_[i], sdk::DeltaRule::kRecurrent));
-    QGPU_MERGE_ASSIGN(h, be.add(*h, *mixed));
-    QGPU_MERGE_ASSIGN(x, be.rms_norm(*h, *l.post_norm, eps));
-    QGPU_MERGE_ASSIGN(mixed, be.mlp(*x, l.mlp));
-    QGPU_MERGE_ASSIGN(h, be.add(*h, *mixed));
+    QGPU_ASSIGN_OR_RETURN(mixed, be.gated_delta_net(*x, l.gdn, shape, *active_->circuit_[i], sdk::DeltaRule::kRecurrent));
+    QGPU_ASSIGN_OR_RETURN(h, be.add(*h, *mixed));
+    QGPU_ASSIGN_OR_RETURN(x, be.rms_norm(*h, *l.post_norm, eps));
+    QGPU_ASSIGN_OR_RETURN(mixed, be.mlp(*x, l.mlp));
+    QGPU_ASSIGN_OR_RETURN(h, be.add(*h, *mixed));
   }
   return h;
 }
@@ -76,21 +76,21 @@ sdk::Expected<MergedForward> MergedModel::forward(std::span<const std::int64_t> 
     sdk::Handle<sdk::Tensor> h, x, logits;
     const auto run = ids.subspan(static_cast<std::size_t>(begin), static_cast<std::size_t>(n));
     if (text) {
-      QGPU_MERGE_ASSIGN(h, base_->embed(run));
-      QGPU_MERGE_ASSIGN(h, run_circuit(*h));
+      QGPU_ASSIGN_OR_RETURN(h, base_->embed(run));
+      QGPU_ASSIGN_OR_RETURN(h, run_circuit(*h));
     } else if (reference_) {  // sparse: each record's embedding row asked for as it arrives
       std::vector<float> rows(static_cast<std::size_t>(n * H));
       for (std::int64_t i = 0; i < n; ++i) {
         std::vector<float> row;
-        QGPU_MERGE_ASSIGN(row, record_row(run[static_cast<std::size_t>(i)] - base_rows_));
+        QGPU_ASSIGN_OR_RETURN(row, record_row(run[static_cast<std::size_t>(i)] - base_rows_));
         std::copy(row.begin(), row.end(), rows.begin() + i * H);
       }
-      QGPU_MERGE_ASSIGN(h, run_reference(std::move(rows), n));
+      QGPU_ASSIGN_OR_RETURN(h, run_reference(std::move(rows), n));
     } else {
       std::vector<std::int64_t> local(run.begin(), run.end());
       for (std::int64_t& id : local) id -= base_rows_;
-      QGPU_MERGE_ASSIGN(h, be.embed(*record_table_, local));
-      QGPU_MERGE_ASSIGN(h, run_circuit(*h));
+      QGPU_ASSIGN_OR_RETURN(h, be.embed(*record_table_, local));
+      QGPU_ASSIGN_OR_RETURN(h, run_circuit(*h));
     }
     if (options.circuit_residual) {
       const std::int64_t shape[2] = {n, H};
@@ -104,23 +104,22 @@ sdk::Expected<MergedForward> MergedModel::forward(std::span<const std::int64_t> 
       sdk::Handle<sdk::Tensor> sel;
       const sdk::Tensor* src = h.get();
       if (!options.all_logits) {
-        QGPU_MERGE_ASSIGN(sel, be.rows(*h, n - 1, n));
+        QGPU_ASSIGN_OR_RETURN(sel, be.rows(*h, n - 1, n));
         src = sel.get();
       }
       const std::int64_t shape[2] = {src->dim(0), H};
       circ.resize(static_cast<std::size_t>(shape[0] * H));
       QGPU_RETURN_IF_ERROR(be.download(*src, view_of(circ.data(), sdk::DType::kF32, shape)));
     }
-    if (active_->base_)
-      QGPU_MERGE_ASSIGN(h, base_->run_layers(*active_->base_, *h));
-    else
-      QGPU_MERGE_ASSIGN(h, base_->run_layers(*h));
+    QGPU_ASSIGN_OR_RETURN(h, active_->base_ ? base_->run_layers(*active_->base_, *h) : base_->run_layers(*h));
     if (with_logits) {
-      if (!options.all_logits) QGPU_MERGE_ASSIGN(h, be.rows(*h, n - 1, n));
+      if (!options.all_logits) {
+        QGPU_ASSIGN_OR_RETURN(h, be.rows(*h, n - 1, n));
+      }
       const std::int64_t r = h->dim(0);
       const std::int64_t row0 = options.all_logits ? begin : 0;
-      QGPU_MERGE_ASSIGN(x, base_->final_norm(*h));
-      QGPU_MERGE_ASSIGN(logits, base_->lm_head(*x));
+      QGPU_ASSIGN_OR_RETURN(x, base_->final_norm(*h));
+      QGPU_ASSIGN_OR_RETURN(logits, base_->lm_head(*x));
       // Base columns, then the record columns, into the [rows, columns] output.
       std::vector<float> part(static_cast<std::size_t>(r * base_rows_));
       const std::int64_t base_shape[2] = {r, base_rows_};
@@ -134,7 +133,7 @@ sdk::Expected<MergedForward> MergedModel::forward(std::span<const std::int64_t> 
         if (reference_) {
           QGPU_RETURN_IF_ERROR(be.download(*x, view_of(xs.data(), sdk::DType::kF32, x_shape)));
         } else {
-          QGPU_MERGE_ASSIGN(logits, be.linear(*x, *record_head_));
+          QGPU_ASSIGN_OR_RETURN(logits, be.linear(*x, *record_head_));
           part.assign(static_cast<std::size_t>(r * unembedding_rows_), 0.0f);
           const std::int64_t rec_shape[2] = {r, unembedding_rows_};
           QGPU_RETURN_IF_ERROR(be.download(*logits, view_of(part.data(), sdk::DType::kF32, rec_shape)));

@@ -143,8 +143,8 @@ sdk::Expected<BaseProfile> profile_base(sdk::BaseModel& base, sdk::TensorBackend
   std::vector<float> ones(static_cast<std::size_t>(H), 1.0f);
   const std::int64_t one_shape[2] = {1, H};
   sdk::Handle<sdk::Tensor> t, y;
-  QGPU_MERGE_ASSIGN(t, backend.upload(view_of(ones.data(), sdk::DType::kF32, one_shape)));
-  QGPU_MERGE_ASSIGN(y, base.final_norm(*t));
+  QGPU_ASSIGN_OR_RETURN(t, backend.upload(view_of(ones.data(), sdk::DType::kF32, one_shape)));
+  QGPU_ASSIGN_OR_RETURN(y, base.final_norm(*t));
   std::vector<float> scale(static_cast<std::size_t>(H));
   QGPU_RETURN_IF_ERROR(backend.download(*y, view_of(scale.data(), sdk::DType::kF32, one_shape)));
   const double undo = std::sqrt(1 + info.shapes.rms_norm_eps);
@@ -155,7 +155,7 @@ sdk::Expected<BaseProfile> profile_base(sdk::BaseModel& base, sdk::TensorBackend
   std::vector<std::int64_t> ids;
   for (std::int64_t i = 0; i < n; ++i) ids.push_back(i * text_rows / n);
   sdk::Handle<sdk::Tensor> text;
-  QGPU_MERGE_ASSIGN(text, base.embed(ids));
+  QGPU_ASSIGN_OR_RETURN(text, base.embed(ids));
   std::vector<float> rows(static_cast<std::size_t>((n + kCircuitLike) * H));
   const std::int64_t text_shape[2] = {n, H};
   QGPU_RETURN_IF_ERROR(backend.download(*text, view_of(rows.data(), sdk::DType::kF32, text_shape)));
@@ -169,7 +169,7 @@ sdk::Expected<BaseProfile> profile_base(sdk::BaseModel& base, sdk::TensorBackend
   }
   const std::int64_t T = n + kCircuitLike, shape[2] = {T, H};
   sdk::Handle<sdk::Tensor> in, out;
-  QGPU_MERGE_ASSIGN(in, backend.upload(view_of(rows.data(), sdk::DType::kF32, shape)));
+  QGPU_ASSIGN_OR_RETURN(in, backend.upload(view_of(rows.data(), sdk::DType::kF32, shape)));
   base.reset();
   auto ran = base.run_layers(*in);
   base.reset();
@@ -202,7 +202,7 @@ sdk::Expected<SilenceCertificate> base_silence(sdk::BaseModel& base, sdk::Tensor
     std::vector<std::int64_t> ids(static_cast<std::size_t>(n));
     for (std::int64_t i = 0; i < n; ++i) ids[static_cast<std::size_t>(i)] = r0 + i;
     sdk::Handle<sdk::Tensor> t;
-    QGPU_MERGE_ASSIGN(t, base.embed(ids));
+    QGPU_ASSIGN_OR_RETURN(t, base.embed(ids));
     const std::int64_t shape[2] = {n, hidden};
     QGPU_RETURN_IF_ERROR(backend.download(*t, view_of(table.data() + r0 * hidden, sdk::DType::kF32, shape)));
   }
@@ -291,7 +291,7 @@ sdk::Expected<std::unique_ptr<MergedModel>> MergedModel::create(sdk::BaseModel& 
       bounds.circuit_terms = std::max(bounds.circuit_terms, muted_row_weight(*w, mute));
   bounds.circuit_terms *= std::sqrt(static_cast<double>(H));
   // At most kMuteWidth channels: each muted row carries one weight per channel of the direction.
-  QGPU_MERGE_ASSIGN(
+  QGPU_ASSIGN_OR_RETURN(
       m->silence_,
       base_silence(base, backend, H, text_rows,
                    std::min<std::int64_t>(static_cast<std::int64_t>(m->free_.size()), kMuteWidth), bounds));
@@ -321,7 +321,7 @@ sdk::Expected<std::unique_ptr<MergedModel>> MergedModel::create(sdk::BaseModel& 
   for (const auto& [c, w] : heaviest) choice.push_back(c);
   std::stable_sort(choice.begin(), choice.end(),
                    [&](std::int64_t a, std::int64_t b) { return heaviest[a] > heaviest[b]; });
-  QGPU_MERGE_ASSIGN(m->map_, plan_channels(H, m->free_, direction.channels, choice, profile, &m->placement_));
+  QGPU_ASSIGN_OR_RETURN(m->map_, plan_channels(H, m->free_, direction.channels, choice, profile, &m->placement_));
 
   // 4. Circuit layers: the mute spread over the direction (circuit order), then moved to the
   // merged channels and exported dense in the backend's dtype, or kept sparse for the host.
@@ -332,7 +332,7 @@ sdk::Expected<std::unique_ptr<MergedModel>> MergedModel::create(sdk::BaseModel& 
   auto upload = [&](void* data, sdk::DType dtype,
                     std::span<const std::int64_t> shape) -> sdk::Expected<const sdk::Tensor*> {
     sdk::Handle<sdk::Tensor> t;
-    QGPU_MERGE_ASSIGN(t, backend.upload(view_of(data, dtype, shape)));
+    QGPU_ASSIGN_OR_RETURN(t, backend.upload(view_of(data, dtype, shape)));
     std::int64_t n = 1;
     for (std::int64_t d : shape) n *= d;
     m->cost_.uploaded_bytes += n * static_cast<std::int64_t>(sdk::dtype_size(backend.dtype()));
@@ -356,7 +356,7 @@ sdk::Expected<std::unique_ptr<MergedModel>> MergedModel::create(sdk::BaseModel& 
     for (weights::DenseTensor& t : weights::export_layer(l, bs, index, wdt)) {
       void* data = wdt == weights::DType::kF32 ? static_cast<void*>(t.f32.data()) : static_cast<void*>(t.bf16.data());
       const sdk::Tensor* up = nullptr;
-      QGPU_MERGE_ASSIGN(up, upload(data, dt, t.shape));
+      QGPU_ASSIGN_OR_RETURN(up, upload(data, dt, t.shape));
       by_name[t.name] = up;
     }
     auto get = [&](const std::string& suffix) -> const sdk::Tensor* {
@@ -389,7 +389,7 @@ sdk::Expected<std::unique_ptr<MergedModel>> MergedModel::create(sdk::BaseModel& 
   m->own_->owner_ = m.get();
   for (std::size_t i = 0; i < m->layers_.size(); ++i) {
     sdk::Handle<sdk::LayerState> st;
-    QGPU_MERGE_ASSIGN(st, backend.create_state());
+    QGPU_ASSIGN_OR_RETURN(st, backend.create_state());
     m->own_->circuit_.push_back(std::move(st));
   }
   m->active_ = m->own_.get();
@@ -416,7 +416,7 @@ sdk::Expected<std::unique_ptr<MergedModel>> MergedModel::create(sdk::BaseModel& 
         std::copy(row->begin(), row->end(), rows.begin() + r * H);
       }
       const std::int64_t shape[2] = {records, H};
-      QGPU_MERGE_ASSIGN(m->record_table_, backend.upload(view_of(rows.data(), sdk::DType::kF32, shape)));
+      QGPU_ASSIGN_OR_RETURN(m->record_table_, backend.upload(view_of(rows.data(), sdk::DType::kF32, shape)));
       m->cost_.uploaded_bytes += records * H * static_cast<std::int64_t>(sdk::dtype_size(dt));
     }
     if (m->unembedding_rows_ > 0) {
@@ -426,7 +426,7 @@ sdk::Expected<std::unique_ptr<MergedModel>> MergedModel::create(sdk::BaseModel& 
           rows[static_cast<std::size_t>(r * H + sh.col[static_cast<std::size_t>(p)])] =
               sh.scaled[static_cast<std::size_t>(p)];
       const std::int64_t shape[2] = {m->unembedding_rows_, H};
-      QGPU_MERGE_ASSIGN(m->record_head_, backend.upload(view_of(rows.data(), sdk::DType::kF32, shape)));
+      QGPU_ASSIGN_OR_RETURN(m->record_head_, backend.upload(view_of(rows.data(), sdk::DType::kF32, shape)));
       m->cost_.uploaded_bytes += m->unembedding_rows_ * H * static_cast<std::int64_t>(sdk::dtype_size(dt));
     }
   }

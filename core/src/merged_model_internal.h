@@ -12,13 +12,6 @@
 
 #include "qgpu/core/merged_model.h"
 
-#define QGPU_MERGE_ASSIGN(lhs, expr)      \
-  do {                                    \
-    auto qgpu_e_ = (expr);                \
-    if (!qgpu_e_) return qgpu_e_.error(); \
-    lhs = std::move(qgpu_e_).value();     \
-  } while (false)
-
 namespace qgpu::core {
 namespace detail {
 

@@ -16,10 +16,10 @@ void MergedModel::SequenceDeleter::operator()(Sequence* s) const {
 sdk::Expected<MergedModel::SequenceHandle> MergedModel::create_sequence() {
   SequenceHandle s(new Sequence);
   s->owner_ = this;
-  QGPU_MERGE_ASSIGN(s->base_, base_->create_sequence());
+  QGPU_ASSIGN_OR_RETURN(s->base_, base_->create_sequence());
   for (std::size_t i = 0; i < layers_.size(); ++i) {
     sdk::Handle<sdk::LayerState> st;
-    QGPU_MERGE_ASSIGN(st, backend_->create_state());
+    QGPU_ASSIGN_OR_RETURN(st, backend_->create_state());
     s->circuit_.push_back(std::move(st));
   }
   return s;
