@@ -163,6 +163,10 @@ int run_kernel(const core::Host& host, const RunOptions& options) {
     if (use_model) {
       out["dtype"] = options.dtype;
       out["tokens"] = {{"prompt", model.prompt_tokens}, {"generated", model.generated_tokens}};
+      // The launch's token ids (the merged model's numbering with engine model), so that another
+      // runtime can be checked against this one token for token.
+      out["prompt_ids"] = model.prompt_ids;
+      out["generated_ids"] = model.generated_ids;
       out["margin"] = model.min_margin;
       if (options.check) out["check"] = {{"ok", model.checked}, {"summary", model.check}};
       if (options.trace) out["model_records"] = model.generated_records;
