@@ -580,6 +580,31 @@ sdk::Expected<sdk::ModelRunResult> CircuitRun::finish() {
   return r;
 }
 
+sdk::Status circuit_supports(const MachineConfig& config) {
+  const int words = circuit::memory_words(circuit::MemoryLayout::kProtocol);
+  struct Range {
+    const char* option;
+    int value, most;
+    bool exact;  // the circuit takes this value only
+  };
+  const Range ranges[] = {
+      {"lanes", config.lanes, kProtoLanes, true},
+      {"block_instructions", config.block_instructions, circuit::kMachineSlots, true},
+      {"registers", config.registers, kProtoRegisters, false},
+      {"rom_blocks", config.rom_blocks, kProtoBlocks, false},
+      {"global_words", config.global_words, words, false},
+      {"shared_words", config.shared_words, words, false},
+      {"max_block_threads", config.max_block_threads, kProtoWarps * kProtoLanes, false},
+      {"max_threads", config.max_threads, kProtoCtas * kProtoWarps * kProtoLanes, false},
+  };
+  for (const Range& r : ranges) {
+    if (r.exact ? r.value == r.most : r.value <= r.most) continue;
+    return sdk::unsupported(std::string(r.option) + " " + std::to_string(r.value) + " is beyond the circuit, which takes " +
+                            (r.exact ? "only " : "at most ") + std::to_string(r.most) + "; --engine interp runs it");
+  }
+  return sdk::Status::ok();
+}
+
 sdk::Expected<sdk::CircuitReport> describe_circuit(const sdk::CircuitRequest& request,
                                                    const std::function<void(std::string_view)>& on_progress) {
   if (request.engine != "circuit" && request.engine != "model")

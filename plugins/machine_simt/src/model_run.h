@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "config.h"
 #include "program.h"
 #include "qgpu/sdk/machine.h"
 #include "qgpu/sdk/status.h"
@@ -59,6 +60,12 @@ class CircuitRun {
 
 // The circuit run_model uses for request.engine ("circuit" or "model"), compiled (once per
 // process, as for a run) and described layer by layer (Machine::describe_circuit).
+// Whether the machine's circuit (engines "circuit" and "model") can run programs lowered with
+// `config`: the circuit and the token protocol have fixed sizes (4-instruction blocks, 32 ROM
+// blocks, 512 words per memory space, 8 warps of 4 lanes per thread block, 128 thread blocks); the
+// interpreter takes more. The error names the option, its value and the circuit's limit.
+sdk::Status circuit_supports(const MachineConfig& config);
+
 sdk::Expected<sdk::CircuitReport> describe_circuit(const sdk::CircuitRequest& request,
                                                    const std::function<void(std::string_view)>& on_progress);
 

@@ -16,12 +16,14 @@ namespace {
 constexpr std::array kOptions = {
     sdk::option_int("lanes", "4", 4, 4, "lanes per warp (the circuit is built for 4)"),
     sdk::option_int("registers", "16", 2, 16, "registers per lane, r0 reads as zero"),
-    sdk::option_int("rom_blocks", "32", 1, 256, "program ROM size in blocks"),
-    sdk::option_int("block_instructions", "4", 4, 16, "straight-line instructions per block before the terminator"),
-    sdk::option_int("global_words", "126", 1, 1 << 20, "32-bit words of global memory"),
-    sdk::option_int("shared_words", "32", 0, 1 << 16, "32-bit words of shared memory per thread block"),
-    sdk::option_int("max_threads", "128", 1, 1 << 16, "threads per launch"),
-    sdk::option_int("max_block_threads", "32", 1, 1024, "threads per thread block"),
+    sdk::option_int("rom_blocks", "32", 1, 256, "program ROM size in blocks (circuit and model: at most 32)"),
+    sdk::option_int("block_instructions", "4", 4, 16,
+                    "straight-line instructions per block before the terminator (circuit and model: 4)"),
+    sdk::option_int("global_words", "126", 1, 1 << 20, "32-bit words of global memory (circuit and model: at most 512)"),
+    sdk::option_int("shared_words", "32", 0, 1 << 16,
+                    "32-bit words of shared memory per thread block (circuit and model: at most 512)"),
+    sdk::option_int("max_threads", "128", 1, 1 << 16, "threads per launch (circuit and model: at most 4096)"),
+    sdk::option_int("max_block_threads", "32", 1, 1024, "threads per thread block (circuit and model: at most 32)"),
 };
 
 class SimtMachine final : public sdk::Machine {
@@ -36,14 +38,23 @@ class SimtMachine final : public sdk::Machine {
       d.properties.emplace_back(spec.name, std::to_string(*value));
     }
     d.properties.emplace_back("opcodes", std::to_string(kOpCount));
+    // The circuit has fixed sizes: options beyond them leave the interpreter only, said here so that
+    // a launch on the circuit or the model is refused before anything compiles.
+    auto config = MachineConfig::from_options(options_);
+    if (!config) return config.error();
+    const sdk::Status circuit = circuit_supports(*config);
     d.capabilities = {
         {"lower", true, "KernelIR -> machine blocks (docs/ISA.md)"},
         {"interpret", true, "reference interpreter (the semantic oracle)"},
         {"protocol", true, "token codec and expected record stream (docs/PROTOCOL.md; run --records)"},
-        {"circuit", true,
-         "run --engine circuit: the machine's compiled layers alone generate the launch (reference layer math)"},
-        {"model", true,
-         "run --engine model: the circuit merged in front of a Qwen3.5 base of hidden >= 2048 generates the launch"},
+        {"circuit", circuit.is_ok(),
+         circuit.is_ok()
+             ? "run --engine circuit: the machine's compiled layers alone generate the launch (reference layer math)"
+             : circuit.message()},
+        {"model", circuit.is_ok(),
+         circuit.is_ok()
+             ? "run --engine model: the circuit merged in front of a Qwen3.5 base of hidden >= 2048 generates the launch"
+             : circuit.message()},
     };
     return d;
   }
