@@ -9,11 +9,12 @@ sdk::Status Diagnostics::error(sdk::ErrorCode code, sdk::IrLoc loc, const std::s
   return sdk::error_at(file + ":" + std::to_string(loc.line) + ":" + std::to_string(loc.column), code, m);
 }
 
-sdk::Status Diagnostics::limit(const std::string& what, long need, long have,
-                               const std::string& unit_and_context) const {
+sdk::Status Diagnostics::limit(const std::string& what, long need, long have, const std::string& unit_and_context,
+                               const std::string& hint) const {
   return error(sdk::ErrorCode::kLimitExceeded, kernel_.loc,
                what + " needs " + std::to_string(need) + " " + unit_and_context + ", the machine has " +
-                   std::to_string(have) + " (over by " + std::to_string(need - have) + ")");
+                   std::to_string(have) + " (over by " + std::to_string(need - have) + ")" +
+                   (hint.empty() ? "" : "; " + hint));
 }
 
 std::string Diagnostics::label(std::size_t block) const {

@@ -21,6 +21,12 @@ inline std::string op_str(sdk::Opcode op) {
   return std::string(sdk::opcode_name(op));
 }
 
+// What to do about a program over the ROM: clang unrolls loops with constant trip counts (-O2), and the
+// unrolled copies are what usually fills the ROM.
+inline constexpr const char* kRomLimitHint =
+    "unrolled loops are the usual cause: write '#pragma unroll 1' before the loop, or set the frontend option "
+    "'clang_flags: -fno-unroll-loops'";
+
 class Diagnostics {
  public:
   explicit Diagnostics(const sdk::KernelIR& kernel) : kernel_(kernel) {}
@@ -33,8 +39,9 @@ class Diagnostics {
   sdk::Status unsupported(const sdk::Instr& in, const std::string& msg) const {
     return error(in, sdk::ErrorCode::kUnsupported, msg);
   }
-  // "<what> needs <need> <unit>, the machine has <have> (over by ...)", at the kernel.
-  sdk::Status limit(const std::string& what, long need, long have, const std::string& unit_and_context) const;
+  // "<what> needs <need> <unit>, the machine has <have> (over by ...)[; hint]", at the kernel.
+  sdk::Status limit(const std::string& what, long need, long have, const std::string& unit_and_context,
+                    const std::string& hint = {}) const;
 
   // A KernelIR block's label, or "bb<index>" when it has none.
   std::string label(std::size_t block) const;

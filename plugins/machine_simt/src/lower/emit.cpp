@@ -243,7 +243,8 @@ sdk::Expected<std::unique_ptr<Program>> emit_program(const Function& function, c
   }
   if (static_cast<int>(prog->blocks.size()) > config.rom_blocks)
     return diag.limit("the program", static_cast<long>(prog->blocks.size()), config.rom_blocks,
-                      "ROM blocks (of " + std::to_string(config.block_instructions) + " instructions + a terminator)");
+                      "ROM blocks (of " + std::to_string(config.block_instructions) + " instructions + a terminator)",
+                      kRomLimitHint);
   prog->kernel_name = kernel.name;
   prog->source_path = kernel.source_path;
   for (const sdk::KernelParam& p : kernel.params)

@@ -2,6 +2,7 @@
 // model must generate, recorded from the reference interpreter (docs/PROTOCOL.md "Prompt").
 #include <algorithm>
 
+#include "lower/diagnostics.h"
 #include "protocol.h"
 
 namespace qgpu::simt {
@@ -35,13 +36,14 @@ std::uint32_t uses_of(const Instr& in) {
 
 sdk::Status check_protocol_limits(const Program& p) {
   const std::string k = "kernel '" + p.kernel_name + "': token protocol: ";
-  auto over = [&](const std::string& what, std::int64_t n, std::int64_t limit) {
+  auto over = [&](const std::string& what, std::int64_t n, std::int64_t limit, const std::string& hint = {}) {
     return sdk::limit_exceeded(k + what + " " + std::to_string(n) + " exceeds " + std::to_string(limit) + " (over by " +
-                               std::to_string(n - limit) + ")");
+                               std::to_string(n - limit) + ")" + (hint.empty() ? "" : "; " + hint));
   };
   if (p.config.lanes != kProtoLanes) return over("lanes per warp", p.config.lanes, kProtoLanes);
   if (p.config.registers > kProtoRegisters) return over("registers", p.config.registers, kProtoRegisters);
-  if (static_cast<int>(p.blocks.size()) > kProtoBlocks) return over("ROM blocks", p.blocks.size(), kProtoBlocks);
+  if (static_cast<int>(p.blocks.size()) > kProtoBlocks)
+    return over("ROM blocks", p.blocks.size(), kProtoBlocks, lower::kRomLimitHint);
   if (p.rows_per_block() > kProtoRowsPerBlock) return over("rows per block", p.rows_per_block(), kProtoRowsPerBlock);
   const std::int64_t warps = (p.shape.block + kProtoLanes - 1) / kProtoLanes;
   if (warps > kProtoWarps) return over("warps per thread block", warps, kProtoWarps);
