@@ -18,6 +18,11 @@
 
 #define QGPU_DEV static __device__ __forceinline__
 
+// Device printf, declared as CUDA's headers declare it, so that a kernel using it compiles (clang lowers
+// it to a vprintf call) and the frontend refuses that call with one line at its CUDA line instead of
+// clang's "undeclared identifier". Compatible with <cstdio>'s host declaration.
+extern "C" __device__ int printf(const char*, ...);
+
 // --- atomics (generic address space, like CUDA's)
 QGPU_DEV int atomicAdd(int* p, int v) {
   return __nvvm_atom_add_gen_i(p, v);

@@ -82,6 +82,7 @@ std::string source_name(const std::string& entry) {
 std::optional<std::vector<std::string>> cuda_param_names(const std::string& source, const std::string& entry) {
   const std::string text = blank_comments(source);
   const std::string name = source_name(entry);
+  std::vector<std::vector<std::string>> found;
   std::size_t pos = 0;
   while ((pos = text.find("__global__", pos)) != std::string::npos) {
     pos += 10;
@@ -115,9 +116,20 @@ std::optional<std::vector<std::string>> cuda_param_names(const std::string& sour
     if (i == text.size()) return std::nullopt;
     if (current.find_first_not_of(" \t\r\n") != std::string::npos) names.push_back(param_name(current));
     if (names.size() == 1 && names[0].empty() && current.find("void") != std::string::npos) names.clear();
-    return names;
+    found.push_back(std::move(names));
   }
-  return std::nullopt;
+  // Several declarations (a prototype and the definition, or overloads): the named ones must agree, since
+  // a PTX entry does not say which overload it is.
+  std::optional<std::vector<std::string>> result;
+  for (std::vector<std::string>& names : found) {
+    bool all_named = true;
+    for (const std::string& n : names) all_named = all_named && !n.empty();
+    if (!all_named && found.size() > 1) continue;
+    if (result && *result != names) return std::nullopt;
+    result = std::move(names);
+  }
+  if (!result && !found.empty()) result = std::move(found.front());
+  return result;
 }
 
 }  // namespace qgpu::ptx

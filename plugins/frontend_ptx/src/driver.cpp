@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "pipeline.h"
+#include "source_names.h"
 
 extern char** environ;
 
@@ -180,6 +181,7 @@ sdk::Expected<std::string> cuda_to_ptx(const std::string& cuda_path, const Clang
                                    "--cuda-gpu-arch=" + options.gpu_arch,
                                    "-O" + std::to_string(options.opt_level)};
   if (options.line_tables) argv.push_back("-gline-tables-only");
+  argv.insert(argv.end(), options.extra_flags.begin(), options.extra_flags.end());
   for (const std::string& a :
        {std::string("-include"), prelude, std::string("-S"), cuda_path, std::string("-o"), out}) {
     argv.push_back(a);
@@ -189,6 +191,58 @@ sdk::Expected<std::string> cuda_to_ptx(const std::string& cuda_path, const Clang
   auto output = read_text_file(log);
   if (*rc != 0) return clang_error(output ? *output : std::string(), cuda_path);
   return read_text_file(out);
+}
+
+namespace {
+
+// Kernels are known by their source names (source_names.h), not by mangled PTX names.
+void name_kernels(sdk::KernelModule& module) {
+  std::vector<std::string> entries;
+  for (const sdk::KernelIR& k : module.kernels) entries.push_back(k.name);
+  const std::vector<std::string> names = kernel_source_names(entries);
+  for (std::size_t i = 0; i < names.size(); ++i) module.kernels[i].name = names[i];
+}
+
+bool starts_with_any(const std::string& s, std::initializer_list<const char*> prefixes) {
+  for (const char* p : prefixes)
+    if (s.starts_with(p)) return true;
+  return false;
+}
+
+}  // namespace
+
+sdk::Expected<std::vector<std::string>> parse_clang_flags(const std::string& text) {
+  std::vector<std::string> flags;
+  std::istringstream in(text);
+  std::string flag;
+  while (in >> flag) flags.push_back(flag);
+  auto refuse = [](const std::string& f, const std::string& why) {
+    return sdk::invalid_argument("frontend option clang_flags: '" + f + "' is not allowed (" + why + ")");
+  };
+  for (std::size_t i = 0; i < flags.size(); ++i) {
+    const std::string& f = flags[i];
+    if (f.find_first_of("\"'`$") != std::string::npos)
+      return refuse(f, "flags are split at white space; quotes and shell syntax are not interpreted");
+    if (f == "-mllvm") {
+      if (i + 1 == flags.size()) return refuse(f, "it needs an LLVM option after it, e.g. -mllvm -unroll-threshold=0");
+      ++i;
+      continue;
+    }
+    if (starts_with_any(f, {"-Wl,", "-Wp,", "-Wa,", "-Xclang", "-fplugin", "-fpass-plugin", "-fsyntax-only",
+                            "-fdriver-only", "-fno-gpu-rdc", "-fgpu-rdc", "-fcuda", "-fno-cuda"}))
+      return refuse(f, "it changes what clang produces");
+    if (f == "-D" || f == "-U" || f == "-I")
+      return refuse(f, "write the value joined to the flag, e.g. -DN=4 or -I/path");
+    if (starts_with_any(f, {"-D", "-U", "-I", "-f", "-W", "-std="}) || f == "-w") continue;
+    if (f.starts_with("-O")) return refuse(f, "set the frontend option opt_level instead");
+    if (f.starts_with("--cuda-gpu-arch") || f.starts_with("--cuda-feature"))
+      return refuse(f, "set the frontend options gpu_arch and ptx_features instead");
+    if (!f.starts_with("-")) return refuse(f, "not a flag: the frontend passes clang one source file");
+    return refuse(f,
+                  "allowed: -D<macro>[=<value>] -U<macro> -I<dir> -f<option> -W<warning> -w -std=<standard> "
+                  "-mllvm <option>");
+  }
+  return flags;
 }
 
 sdk::Expected<PipelineResult> compile_source(const sdk::SourceInput& input, const ClangOptions& clang,
@@ -209,27 +263,51 @@ sdk::Expected<PipelineResult> compile_source(const sdk::SourceInput& input, cons
     auto text = read_text_file(input.path);
     if (!text) return text.error();
     auto r = compile_ptx(*text, input.path, options);
-    if (r) r->module.source_path = input.path;
+    if (!r) return r;
+    r->module.source_path = input.path;
+    name_kernels(r->module);
     return r;
   }
   auto ptx = cuda_to_ptx(input.path, clang);
   if (!ptx) return ptx.error();
-  // Locations in the generated PTX are reported against "<file>.cu.ptx" (qgpu-ptx --emit-ptx writes it).
-  PipelineOptions with_debug = options;
-  if (clang.line_tables) with_debug.debug_source = input.path;
-  auto r = compile_ptx(*ptx, input.path + ".ptx", with_debug);
+  PipelineOptions cuda = options;
+  if (clang.line_tables) cuda.debug_source = input.path;
+  cuda.generated_from = input.path;
+  // The generated PTX is named "<dir>/<file>.cu.ptx" when kept (frontend option keep_ptx), and only then
+  // do diagnostics name it; otherwise they point at the .cu lines its .loc lines give.
+  std::string ptx_path = input.path + ".ptx";
+  cuda.ptx_on_disk = false;
+  if (!clang.keep_ptx_dir.empty()) {
+    ptx_path = (fs::path(clang.keep_ptx_dir) / (fs::path(input.path).filename().string() + ".ptx")).string();
+    std::ofstream out(ptx_path, std::ios::binary);
+    out << *ptx;
+    if (!out.flush())
+      return sdk::io_error("cannot write the generated PTX to '" + ptx_path + "' (frontend option keep_ptx)");
+    cuda.ptx_on_disk = true;
+  }
+  auto r = compile_ptx(*ptx, ptx_path, cuda);
   if (!r) return r;
   r->module.source_path = input.path;
+  for (sdk::KernelIR& kernel : r->module.kernels) {
+    // Positions in generated PTX nobody can open (no .loc lines) are dropped rather than shown.
+    if (kernel.source_path == ptx_path && !cuda.ptx_on_disk) {
+      kernel.source_path = input.path;
+      kernel.loc = {};
+      for (sdk::Block& b : kernel.blocks)
+        for (sdk::Instr& in : b.instrs) in.loc = {};
+    }
+  }
   // Give parameters the names the user wrote, so launch arguments can use them.
   auto source = read_text_file(input.path);
   if (!source) return source.error();
   for (sdk::KernelIR& kernel : r->module.kernels) {
-    auto names = cuda_param_names(*source, kernel.name);
+    auto names = cuda_param_names(*source, declared_identifier(kernel.name));
     if (!names || names->size() != kernel.params.size()) continue;
     for (std::size_t i = 0; i < names->size(); ++i) {
       if (!(*names)[i].empty()) kernel.params[i].name = (*names)[i];
     }
   }
+  name_kernels(r->module);
   return r;
 }
 

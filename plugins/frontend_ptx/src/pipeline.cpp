@@ -71,11 +71,11 @@ sdk::Status parse_pass_pipeline(const std::string& text, mlir::PassManager& pm) 
 
 sdk::Expected<PipelineResult> compile_ptx(const std::string& text, const std::string& path,
                                           const PipelineOptions& options) {
-  auto parsed = parse_ptx(text, path);
+  auto parsed = parse_ptx(text, DiagnosticFiles{path, options.ptx_on_disk, options.generated_from});
   if (!parsed) return parsed.error();
   const Module& m = *parsed;
   if (m.entries.empty()) {
-    return sdk::error_at(format_loc(path, {1, 1}), sdk::ErrorCode::kInvalidArgument, "no kernel (.entry) in this file");
+    return ptx_diagnostic(m.diag, {1, 1}, {}, sdk::ErrorCode::kInvalidArgument, "no kernel (.entry) in this file");
   }
 
   mlir::DialectRegistry registry;

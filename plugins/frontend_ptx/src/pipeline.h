@@ -6,6 +6,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "qgpu/sdk/frontend.h"
 #include "qgpu/sdk/status.h"
@@ -25,6 +26,10 @@ struct PipelineOptions {
   // When set (CUDA input), KernelIR locations are this file's positions taken from the PTX's .loc
   // lines; instructions without one get line 0.
   std::string debug_source;
+  // When set, the PTX was generated from this CUDA file: diagnostics point at its lines.
+  std::string generated_from;
+  // Whether `path` (the PTX) is a file the user can open; false for generated PTX not written out.
+  bool ptx_on_disk = true;
 };
 
 struct PipelineResult {
@@ -48,9 +53,17 @@ struct ClangOptions {
   std::string gpu_arch = "sm_75";
   std::string ptx_features = "+ptx70";
   int opt_level = 2;
-  bool line_tables = true;  // -gline-tables-only: .loc lines map KernelIR back to the CUDA source
-  std::string prelude;      // path of qgpu_cuda_prelude.h
+  bool line_tables = true;               // -gline-tables-only: .loc lines map KernelIR back to the CUDA source
+  std::string prelude;                   // path of qgpu_cuda_prelude.h
+  std::vector<std::string> extra_flags;  // frontend option clang_flags, checked by parse_clang_flags
+  std::string keep_ptx_dir;              // frontend option keep_ptx: write <dir>/<file>.cu.ptx ("" : don't)
 };
+
+// The frontend option clang_flags ("-DN=4 -fno-unroll-loops") as arguments for clang. Flags are split at
+// white space and must be of the kinds that change what the kernel means or how it is optimised
+// (-D -U -I -f -W -w -std= -mllvm); anything that would change what clang produces or where (-o, -S,
+// -x, -g..., positional files, plugins) is refused with one line naming the flag.
+sdk::Expected<std::vector<std::string>> parse_clang_flags(const std::string& text);
 
 // CUDA C file -> PTX text through clang (a subprocess in a private temp dir).
 // Errors carry clang's first error line ("file:line:col: error: ...").

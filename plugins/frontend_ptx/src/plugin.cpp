@@ -18,7 +18,18 @@ constexpr std::array kOptions = {
     sdk::option_string("gpu_arch", "sm_75", "--cuda-gpu-arch passed to clang"),
     sdk::option_string("ptx_features", "+ptx70", "--cuda-feature passed to clang (PTX ISA version)"),
     sdk::option_int("opt_level", "2", 0, 3, "clang optimisation level"),
+    sdk::option_string("clang_flags", "",
+                       "extra clang flags, split at white space (-D -U -I -f -W -w -std= -mllvm), e.g. "
+                       "'-DN=4 -fno-unroll-loops'"),
+    sdk::option_path("keep_ptx", "none", "none",
+                     "directory to write the generated PTX to (<file>.cu.ptx); diagnostics then name that file"),
 };
+
+std::string join_flags(const std::vector<std::string>& flags) {
+  std::string s;
+  for (const std::string& f : flags) s += (s.empty() ? "" : " ") + f;
+  return s.empty() ? "(none)" : s;
+}
 
 class PtxFrontend final : public sdk::Frontend {
  public:
@@ -34,6 +45,8 @@ class PtxFrontend final : public sdk::Frontend {
         {"languages", "CUDA C (.cu), PTX (.ptx)"},
         {"clang", clang_path.empty() ? clang->clang + " (not found on PATH)" : clang_path},
         {"target", clang->gpu_arch + " " + clang->ptx_features + " -O" + std::to_string(clang->opt_level)},
+        {"clang_flags", join_flags(clang->extra_flags)},
+        {"keep_ptx", clang->keep_ptx_dir.empty() ? "none" : clang->keep_ptx_dir},
         {"prelude", prelude ? *prelude : prelude.error().message()},
         {"ir", "PTX -> MLIR (llvm, nvvm, cf) -> canonicalize, drop-trivial-block-args, cse, symbol-dce -> KernelIR"},
     };
@@ -80,6 +93,14 @@ class PtxFrontend final : public sdk::Frontend {
     c.gpu_arch = *arch;
     c.ptx_features = *features;
     c.opt_level = static_cast<int>(*opt);
+    auto flags = options_.get_string("clang_flags");
+    if (!flags) return flags.error();
+    auto extra = parse_clang_flags(*flags);
+    if (!extra) return extra.error();
+    c.extra_flags = std::move(*extra);
+    auto keep = options_.get_string("keep_ptx");
+    if (!keep) return keep.error();
+    if (*keep != "none") c.keep_ptx_dir = *keep;
     return c;
   }
 

@@ -78,8 +78,19 @@ struct Entry {
   SrcLoc dbg_loc;
 };
 
+// Which files diagnostics name. PTX input: `ptx` is the file. CUDA input: `cuda` is the .cu file whose
+// positions the PTX's .loc lines give, and `ptx` the generated PTX, which the user can open only when
+// the frontend wrote it out (option keep_ptx); a message never names a file that is not on disk.
+struct DiagnosticFiles {
+  std::string ptx;
+  bool ptx_on_disk = true;
+  std::string cuda;
+};
+
 struct Module {
   std::string path;
+  DiagnosticFiles diag;
+  int cuda_file = -1;              // the .file id of DiagnosticFiles::cuda, -1: none (PTX input, or no .loc lines)
   std::vector<SharedDecl> shared;  // module scope
   std::vector<Entry> entries;
   std::map<int, std::string> files;  // .file N "path"
@@ -88,7 +99,18 @@ struct Module {
 // "file:line:col" for diagnostics.
 std::string format_loc(const std::string& path, SrcLoc loc);
 
-// Parses PTX text; errors are "file:line:col: error: ..." (sdk::error_at).
-sdk::Expected<Module> parse_ptx(const std::string& text, const std::string& path);
+// One diagnostic at `ptx_at` in the PTX, whose CUDA position is `cuda_at` (line 0: unknown):
+//   k.cu:3:20: error: msg [(generated PTX: DIR/k.cu.ptx:55:2)]   CUDA position known (PTX kept on disk)
+//   DIR/k.cu.ptx:55:2: error: msg                                no CUDA position, PTX kept (or PTX input)
+//   k.cu: error: msg (line 55:2 of the PTX clang generated; ...)  no CUDA position, PTX not kept
+sdk::Status ptx_diagnostic(const DiagnosticFiles& files, SrcLoc ptx_at, SrcLoc cuda_at, sdk::ErrorCode code,
+                           const std::string& message);
+
+// Parses PTX text; errors are "file:line:col: error: ..." (sdk::error_at). A device-function call
+// (a `call`, from __noinline__ functions or printf) is refused first, at its CUDA line where known.
+sdk::Expected<Module> parse_ptx(const std::string& text, const DiagnosticFiles& files);
+inline sdk::Expected<Module> parse_ptx(const std::string& text, const std::string& path) {
+  return parse_ptx(text, DiagnosticFiles{path, true, {}});
+}
 
 }  // namespace qgpu::ptx

@@ -5,16 +5,33 @@
 // not checked here; the MLIR builder does that with the same diagnostics.
 #include <cctype>
 #include <charconv>
+#include <filesystem>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "ptx_ast.h"
+#include "source_names.h"
 
 namespace qgpu::ptx {
 
 std::string format_loc(const std::string& path, SrcLoc loc) {
   return path + ":" + std::to_string(loc.line) + ":" + std::to_string(loc.column);
+}
+
+sdk::Status ptx_diagnostic(const DiagnosticFiles& files, SrcLoc ptx_at, SrcLoc cuda_at, sdk::ErrorCode code,
+                           const std::string& message) {
+  if (!files.cuda.empty() && cuda_at.line > 0) {
+    const std::string ptx = files.ptx_on_disk ? " (generated PTX: " + format_loc(files.ptx, ptx_at) + ")" : "";
+    return sdk::error_at(format_loc(files.cuda, cuda_at), code, message + ptx);
+  }
+  if (!files.ptx_on_disk) {
+    return sdk::error_at(files.cuda, code,
+                         message + " (line " + std::to_string(ptx_at.line) + ":" + std::to_string(ptx_at.column) +
+                             " of the PTX clang generated; frontend option keep_ptx: DIR writes it to DIR)");
+  }
+  return sdk::error_at(format_loc(files.ptx, ptx_at), code, message);
 }
 
 namespace {
@@ -34,7 +51,7 @@ bool is_word_char(char c) {
 }
 
 // Splits PTX text into tokens; comments are dropped. Returns false (with `error` set) on a bad character.
-bool lex(std::string_view text, const std::string& path, std::vector<Token>& out, sdk::Status& error) {
+bool lex(std::string_view text, const DiagnosticFiles& files, std::vector<Token>& out, sdk::Status& error) {
   std::uint32_t line = 1, col = 1;
   std::size_t i = 0;
   auto advance = [&](std::size_t n) {
@@ -61,7 +78,7 @@ bool lex(std::string_view text, const std::string& path, std::vector<Token>& out
       const SrcLoc start{line, col};
       std::size_t end = text.find("*/", i + 2);
       if (end == std::string_view::npos) {
-        error = sdk::error_at(format_loc(path, start), sdk::ErrorCode::kParseError, "unterminated /* comment");
+        error = ptx_diagnostic(files, start, {}, sdk::ErrorCode::kParseError, "unterminated /* comment");
         return false;
       }
       advance(end + 2 - i);
@@ -85,7 +102,7 @@ bool lex(std::string_view text, const std::string& path, std::vector<Token>& out
       advance(1);
       while (i < text.size() && text[i] != '"' && text[i] != '\n') advance(1);
       if (i >= text.size() || text[i] != '"') {
-        error = sdk::error_at(format_loc(path, t.loc), sdk::ErrorCode::kParseError, "unterminated string");
+        error = ptx_diagnostic(files, t.loc, {}, sdk::ErrorCode::kParseError, "unterminated string");
         return false;
       }
       advance(1);
@@ -93,8 +110,8 @@ bool lex(std::string_view text, const std::string& path, std::vector<Token>& out
       t.kind = Token::Kind::kPunct;
       advance(1);
     } else {
-      error = sdk::error_at(format_loc(path, t.loc), sdk::ErrorCode::kParseError,
-                            std::string("unexpected character '") + c + "'");
+      error = ptx_diagnostic(files, t.loc, {}, sdk::ErrorCode::kParseError,
+                             std::string("unexpected character '") + c + "'");
       return false;
     }
     t.text = std::string(text.substr(start, i - start));
@@ -130,11 +147,15 @@ bool parse_int_literal(std::string_view s, std::int64_t& value) {
 
 class Parser {
  public:
-  Parser(std::vector<Token> tokens, std::string path) : toks_(std::move(tokens)), path_(std::move(path)) {}
+  Parser(std::vector<Token> tokens, DiagnosticFiles files)
+      : toks_(std::move(tokens)), path_(files.ptx), files_(std::move(files)) {}
 
   sdk::Expected<Module> run() {
     Module m;
     m.path = path_;
+    m.diag = files_;
+    find_cuda_file(m);
+    if (!refuse_calls()) return status_;
     if (!parse_module(m)) return status_;
     return m;
   }
@@ -152,9 +173,120 @@ class Parser {
   bool at_punct(char c) const { return peek().kind == Token::Kind::kPunct && peek().text[0] == c; }
   bool at_word(std::string_view w) const { return peek().kind == Token::Kind::kWord && peek().text == w; }
 
+  // Inside a kernel of CUDA input, the error points at the CUDA line of the latest .loc of the .cu file.
   bool fail(SrcLoc loc, const std::string& message, sdk::ErrorCode code = sdk::ErrorCode::kParseError) {
-    if (status_.is_ok()) status_ = sdk::error_at(format_loc(path_, loc), code, message);
+    if (status_.is_ok()) status_ = ptx_diagnostic(files_, loc, in_entry_ ? last_cuda_ : SrcLoc{}, code, message);
     return false;
+  }
+
+  // `.file N "path"` lines come after the code in clang's PTX: read them first, so that errors anywhere
+  // can point at the CUDA file's lines.
+  void find_cuda_file(Module& m) {
+    for (std::size_t i = 0; i + 2 < toks_.size(); ++i) {
+      std::int64_t n = 0;
+      if (toks_[i].kind != Token::Kind::kWord || toks_[i].text != ".file" ||
+          toks_[i + 1].kind != Token::Kind::kNumber || !parse_int_literal(toks_[i + 1].text, n) ||
+          toks_[i + 2].kind != Token::Kind::kString) {
+        continue;
+      }
+      const std::string& q = toks_[i + 2].text;
+      const std::string file = q.substr(1, q.size() - 2);
+      std::error_code ec;
+      if (!files_.cuda.empty() && (file == files_.cuda || std::filesystem::equivalent(file, files_.cuda, ec)))
+        cuda_file_ = static_cast<int>(n);
+    }
+    m.cuda_file = cuda_file_;
+  }
+
+  // A kernel that calls anything is refused before parsing: the call is the cause, and what comes with
+  // it (.param declarations in the kernel, printf's .local buffer and .global format string) would
+  // otherwise be reported first, as syntax the user never wrote.
+  bool refuse_calls() {
+    enum class Region : std::uint8_t { kNone, kEntry, kFunc };
+    Region pending = Region::kNone, region = Region::kNone;
+    int depth = 0;
+    std::set<std::string> defined;  // .func with a body in this file
+    std::string pending_func;
+    struct Call {
+      std::string callee;
+      SrcLoc at, cuda_at;
+    };
+    std::vector<Call> calls;
+    SrcLoc cuda_at;
+    for (std::size_t i = 0; i < toks_.size(); ++i) {
+      const Token& t = toks_[i];
+      if (t.kind == Token::Kind::kPunct && t.text == "{") {
+        if (depth++ == 0) {
+          region = pending;
+          if (region == Region::kFunc) defined.insert(pending_func);
+          if (region == Region::kEntry) cuda_at = {};
+          pending = Region::kNone;
+        }
+      } else if (t.kind == Token::Kind::kPunct && t.text == "}") {
+        if (depth > 0 && --depth == 0) region = Region::kNone;
+      } else if (t.kind == Token::Kind::kPunct && t.text == ";") {
+        if (depth == 0) pending = Region::kNone;  // the end of a declaration (.extern .func f(...);)
+      } else if (t.kind != Token::Kind::kWord) {
+        continue;
+      } else if (depth == 0 && t.text == ".entry") {
+        pending = Region::kEntry;
+      } else if (depth == 0 && t.text == ".func") {
+        pending = Region::kFunc;
+        // .func [(.param ... retval)] name(...)
+        std::size_t k = i + 1;
+        if (k < toks_.size() && toks_[k].text == "(") k = skip_group(k);
+        pending_func = k < toks_.size() ? toks_[k].text : "";
+      } else if (depth == 0 && (t.text == ".section" || t.text == ".global" || t.text == ".const")) {
+        pending = Region::kNone;
+      } else if (t.text == ".loc" && i + 3 < toks_.size()) {
+        std::int64_t f = 0, l = 0, c = 0;
+        if (parse_int_literal(toks_[i + 1].text, f) && parse_int_literal(toks_[i + 2].text, l) &&
+            parse_int_literal(toks_[i + 3].text, c) && f == cuda_file_ && cuda_file_ >= 0 && l > 0) {
+          cuda_at = {static_cast<std::uint32_t>(l), static_cast<std::uint32_t>(c)};
+        }
+      } else if (region == Region::kEntry && (t.text == "call" || t.text.starts_with("call."))) {
+        // call[.uni] [(ret),] callee[, (args)][, prototype];
+        std::size_t k = i + 1;
+        if (k < toks_.size() && toks_[k].text == "(") {
+          k = skip_group(k);
+          if (k < toks_.size() && toks_[k].text == ",") ++k;
+        }
+        calls.push_back({k < toks_.size() ? toks_[k].text : "", t.loc, cuda_at});
+      }
+    }
+    if (calls.empty()) return true;
+    const Call& c = calls.front();
+    std::string message;
+    if (c.callee == "vprintf") {
+      message =
+          "device printf is not supported (PTX calls vprintf): the machine has no output stream; store the "
+          "values in an output array and print them on the host";
+    } else if (c.callee.starts_with("%")) {
+      message = "indirect call (a function pointer) is not supported: the machine runs fully inlined kernels";
+    } else if (defined.count(c.callee)) {
+      message = "device function '" + function_name(c.callee) +
+                "' was not inlined (a PTX call with .param arguments): the machine runs fully inlined kernels; "
+                "declare it __forceinline__ (not __noinline__, and not recursive)";
+    } else {
+      message = "call to external device function '" + function_name(c.callee) +
+                "' is not supported: the machine runs fully inlined kernels and has no device library";
+    }
+    in_entry_ = true;
+    last_cuda_ = c.cuda_at;
+    fail(c.at, message, sdk::ErrorCode::kUnsupported);
+    in_entry_ = false;
+    return false;
+  }
+
+  // The index after the balanced (...) group that starts at toks_[open].
+  std::size_t skip_group(std::size_t open) const {
+    int d = 0;
+    for (std::size_t k = open; k < toks_.size(); ++k) {
+      if (toks_[k].kind != Token::Kind::kPunct) continue;
+      if (toks_[k].text == "(") ++d;
+      if (toks_[k].text == ")" && --d == 0) return k + 1;
+    }
+    return toks_.size();
   }
   std::string describe(const Token& t) const {
     if (t.kind == Token::Kind::kEnd) return "end of file";
@@ -298,6 +430,14 @@ class Parser {
 
   bool parse_entry(Entry& e) {
     dbg_file_ = -1;
+    last_cuda_ = {};
+    in_entry_ = true;
+    const bool ok = parse_entry_body(e);
+    in_entry_ = false;
+    return ok;
+  }
+
+  bool parse_entry_body(Entry& e) {
     if (!expect_word(e.name, "a kernel name")) return false;
     if (at_punct('(')) {
       next();
@@ -435,6 +575,7 @@ class Parser {
           peek(2).kind == Token::Kind::kNumber && parse_int_literal(peek(2).text, c) && l > 0) {
         dbg_file_ = static_cast<int>(f);
         dbg_loc_ = {static_cast<std::uint32_t>(l), static_cast<std::uint32_t>(c)};
+        if (dbg_file_ == cuda_file_) last_cuda_ = dbg_loc_;
         if (e.dbg_file < 0) {
           e.dbg_file = dbg_file_;
           e.dbg_loc = dbg_loc_;
@@ -595,16 +736,20 @@ class Parser {
   std::size_t pos_ = 0;
   int dbg_file_ = -1;  // the latest .loc
   SrcLoc dbg_loc_;
+  DiagnosticFiles files_;
+  int cuda_file_ = -1;  // the .file id of files_.cuda
+  bool in_entry_ = false;
+  SrcLoc last_cuda_;  // the latest .loc in files_.cuda inside the current entry (line 0: none)
   sdk::Status status_;
 };
 
 }  // namespace
 
-sdk::Expected<Module> parse_ptx(const std::string& text, const std::string& path) {
+sdk::Expected<Module> parse_ptx(const std::string& text, const DiagnosticFiles& files) {
   std::vector<Token> tokens;
   sdk::Status error;
-  if (!lex(text, path, tokens, error)) return error;
-  Parser parser(std::move(tokens), path);
+  if (!lex(text, files, tokens, error)) return error;
+  Parser parser(std::move(tokens), files);
   return parser.run();
 }
 

@@ -92,13 +92,9 @@ sdk::Status ModuleBuilder::build(mlir::ModuleOp module) {
 
 bool ModuleBuilder::fail(SrcLoc at, const std::string& message, sdk::ErrorCode code) {
   if (!status_.is_ok()) return false;
-  if (in_statement_ && main_file_ >= 0 && last_main_.line > 0) {
-    // CUDA input: point at the source line, and say where in the generated PTX.
-    status_ = sdk::error_at(format_loc(main_path_, last_main_), code,
-                            message + " (generated PTX: " + format_loc(m_.path, at) + ")");
-  } else {
-    status_ = sdk::error_at(format_loc(m_.path, at), code, message);
-  }
+  // CUDA input: point at the source line (ptx_diagnostic adds the generated PTX's place when kept).
+  const bool at_cuda_line = in_statement_ && main_file_ >= 0 && last_main_.line > 0;
+  status_ = ptx_diagnostic(m_.diag, at, at_cuda_line ? last_main_ : SrcLoc{}, code, message);
   return false;
 }
 

@@ -13,6 +13,7 @@
 #include "pipeline.h"
 #include "ptx_ast.h"
 #include "qgpu/sdk/kernel_ir.h"
+#include "source_names.h"
 
 namespace qgpu::ptx {
 namespace {
@@ -332,9 +333,8 @@ class Evaluator {
 // ------------------------------------------------------------------ the pipeline on real kernels
 
 const std::vector<std::string> kKernelNames = {
-    "_Z7vec_addPKiS0_Pii",    "_Z17grid_stride_scalePiii",    "_Z3dotPKiS0_Pii",
-    "_Z12block_reducePKiPi",  "_Z12warp_reduce4PKiPi",        "_Z9histogramPKjPjij",
-    "_Z13collatz_stepsPKiPi", "_Z13signed_divmodPKiS0_PiS1_", "_Z14bits_and_votesPKjPj",
+    "vec_add",   "grid_stride_scale", "dot",           "block_reduce",   "warp_reduce4",
+    "histogram", "collatz_steps",     "signed_divmod", "bits_and_votes",
 };
 
 class Kernels : public ::testing::TestWithParam<std::string> {
@@ -381,12 +381,12 @@ TEST_P(Kernels, AllEntriesVerify) {
     EXPECT_EQ(module_.kernels[i].name, kKernelNames[i]);
     EXPECT_TRUE(sdk::verify_kernel_ir(module_.kernels[i]).is_ok());
   }
-  const KernelIR& va = kernel("_Z7vec_addPKiS0_Pii");
+  const KernelIR& va = kernel("vec_add");
   ASSERT_EQ(va.params.size(), 4u);
   EXPECT_EQ(va.params[0].kind, sdk::KernelParam::Kind::kPointer);
   EXPECT_EQ(va.params[3].kind, sdk::KernelParam::Kind::kScalar);
   EXPECT_EQ(va.params[3].type, IrType::kI32);
-  const KernelIR& br = kernel("_Z12block_reducePKiPi");
+  const KernelIR& br = kernel("block_reduce");
   ASSERT_EQ(br.shared.size(), 1u);
   EXPECT_EQ(br.shared[0].bytes, 64u * 4u);
 }
@@ -403,7 +403,7 @@ TEST_P(Kernels, VecAddRespectsTheGuard) {
   }
   for (std::uint32_t t = 0; t < 4; ++t) {
     for (std::uint32_t c = 0; c < 2; ++c) {
-      ASSERT_TRUE(ev.run(kernel("_Z7vec_addPKiS0_Pii"), {kA, kB, kC, n}, {t, 4, c, 2}));
+      ASSERT_TRUE(ev.run(kernel("vec_add"), {kA, kB, kC, n}, {t, 4, c, 2}));
     }
   }
   for (int i = 0; i < 8; ++i) {
@@ -418,7 +418,7 @@ TEST_P(Kernels, GridStrideScaleCoversEveryElement) {
   for (int i = 0; i < n + 1; ++i) ev.store(kA + 4 * i, static_cast<std::uint32_t>(i), 4);
   for (std::uint32_t t = 0; t < 2; ++t) {
     for (std::uint32_t c = 0; c < 2; ++c) {
-      ASSERT_TRUE(ev.run(kernel("_Z17grid_stride_scalePiii"), {kA, n, static_cast<std::uint32_t>(k)}, {t, 2, c, 2}));
+      ASSERT_TRUE(ev.run(kernel("grid_stride_scale"), {kA, n, static_cast<std::uint32_t>(k)}, {t, 2, c, 2}));
     }
   }
   for (int i = 0; i < n; ++i) EXPECT_EQ(ev.load(kA + 4 * i, 4), static_cast<std::uint32_t>(i * k + 1)) << i;
@@ -441,8 +441,8 @@ TEST_P(Kernels, DotAndHistogramAccumulateAtomically) {
   ev.store(kC, 0, 4);
   for (int b = 0; b < 3; ++b) ev.store(kB + 0x1000 + 4 * b, 0, 4);
   for (std::uint32_t t = 0; t < 8; ++t) {
-    ASSERT_TRUE(ev.run(kernel("_Z3dotPKiS0_Pii"), {kA, kB, kC, n}, {t, 8, 0, 1}));
-    ASSERT_TRUE(ev.run(kernel("_Z9histogramPKjPjij"), {kD, kB + 0x1000, n, nbins}, {t, 8, 0, 1}));
+    ASSERT_TRUE(ev.run(kernel("dot"), {kA, kB, kC, n}, {t, 8, 0, 1}));
+    ASSERT_TRUE(ev.run(kernel("histogram"), {kD, kB + 0x1000, n, nbins}, {t, 8, 0, 1}));
   }
   EXPECT_EQ(ev.load(kC, 4), static_cast<std::uint32_t>(dot));
   for (unsigned b = 0; b < nbins; ++b) EXPECT_EQ(ev.load(kB + 0x1000 + 4 * b, 4), bins[b]) << "bin " << b;
@@ -453,7 +453,7 @@ TEST_P(Kernels, CollatzLoopCountsSteps) {
   const std::vector<int> in = {1, 2, 3, 6, 7, 27, -5, 0};
   for (std::size_t i = 0; i < in.size(); ++i) ev.store(kA + 4 * i, static_cast<std::uint32_t>(in[i]), 4);
   for (std::uint32_t t = 0; t < in.size(); ++t) {
-    ASSERT_TRUE(ev.run(kernel("_Z13collatz_stepsPKiPi"), {kA, kB}, {t, 8, 0, 1}));
+    ASSERT_TRUE(ev.run(kernel("collatz_steps"), {kA, kB}, {t, 8, 0, 1}));
   }
   for (std::size_t i = 0; i < in.size(); ++i) {
     int x = in[i], steps = 0;
@@ -473,7 +473,7 @@ TEST_P(Kernels, SignedDivisionTruncatesTowardZero) {
     ev.store(kB + 4 * i, static_cast<std::uint32_t>(cases[i].second), 4);
   }
   for (std::uint32_t t = 0; t < cases.size(); ++t) {
-    ASSERT_TRUE(ev.run(kernel("_Z13signed_divmodPKiS0_PiS1_"), {kA, kB, kC, kD}, {t, 8, 0, 1}));
+    ASSERT_TRUE(ev.run(kernel("signed_divmod"), {kA, kB, kC, kD}, {t, 8, 0, 1}));
   }
   for (std::size_t i = 0; i < cases.size(); ++i) {
     EXPECT_EQ(ev.load(kC + 4 * i, 4), static_cast<std::uint32_t>(cases[i].first / cases[i].second)) << i;
@@ -500,7 +500,7 @@ TEST_P(MoreKernels, SwitchPicksTheRightCase) {
   Evaluator ev;
   const std::vector<int> in = {0, 1, 2, 3, 4, 5, 6, 7, 8, -7, 13, -100};
   for (std::size_t i = 0; i < in.size(); ++i) ev.store(kA + 4 * i, static_cast<std::uint32_t>(in[i]), 4);
-  for (std::uint32_t t = 0; t < in.size(); ++t) ASSERT_TRUE(ev.run(kernel("_Z7switchyPKiPi"), {kA, kB}, {t, 16, 0, 1}));
+  for (std::uint32_t t = 0; t < in.size(); ++t) ASSERT_TRUE(ev.run(kernel("switchy"), {kA, kB}, {t, 16, 0, 1}));
   for (std::size_t i = 0; i < in.size(); ++i) {
     const int x = in[i];
     int r;
@@ -519,7 +519,7 @@ TEST_P(MoreKernels, NestedLoopsBreakAndReturn) {
   for (int n : {0, 1, 4, 9, 40}) {
     Evaluator ev;
     ev.store(kA, 0xabcdef, 4);
-    ASSERT_TRUE(ev.run(kernel("_Z6nestedPii"), {kA, static_cast<std::uint32_t>(n)}, {0, 1, 0, 1}));
+    ASSERT_TRUE(ev.run(kernel("nested"), {kA, static_cast<std::uint32_t>(n)}, {0, 1, 0, 1}));
     int s = 0;
     bool returned = false;
     for (int i = 0; i < n && !returned; ++i) {
@@ -536,15 +536,14 @@ TEST_P(MoreKernels, NestedLoopsBreakAndReturn) {
 TEST_P(MoreKernels, CasLoopAndEveryAtomic) {
   Evaluator ev;
   ev.store(kA, static_cast<std::uint32_t>(-50), 4);
-  for (int v : {-70, 12, 3, 40, -2})
-    ASSERT_TRUE(ev.run(kernel("_Z7cas_maxPii"), {kA, static_cast<std::uint32_t>(v)}, {}));
+  for (int v : {-70, 12, 3, 40, -2}) ASSERT_TRUE(ev.run(kernel("cas_max"), {kA, static_cast<std::uint32_t>(v)}, {}));
   EXPECT_EQ(ev.load(kA, 4), 40u);
 
   const std::vector<std::uint32_t> p0 = {9, 0}, q0 = {1, 10, 0xff, 4, 9};
   for (std::size_t i = 0; i < p0.size(); ++i) ev.store(kB + 4 * i, p0[i], 4);
   for (std::size_t i = 0; i < q0.size(); ++i) ev.store(kC + 4 * i, q0[i], 4);
-  ASSERT_TRUE(ev.run(kernel("_Z12misc_atomicsPjPi"), {kB, kC}, {}));
-  ASSERT_TRUE(ev.run(kernel("_Z12misc_atomicsPjPi"), {kB, kC}, {}));
+  ASSERT_TRUE(ev.run(kernel("misc_atomics"), {kB, kC}, {}));
+  ASSERT_TRUE(ev.run(kernel("misc_atomics"), {kB, kC}, {}));
   // Two launches: inc(9 -> 10 -> 0 at limit 10), dec(0 -> 10 -> 9), exch 5, sub 3 twice, and 6, min -1, max 7.
   EXPECT_EQ(ev.load(kB, 4), 0u);
   EXPECT_EQ(ev.load(kB + 4, 4), 9u);
@@ -565,7 +564,7 @@ TEST_P(MoreKernels, WideAndSubWordArithmetic) {
     ev.store(kC + i, static_cast<std::uint8_t>(c[i]), 1);
   }
   for (std::uint32_t t = 0; t < a.size(); ++t) {
-    ASSERT_TRUE(ev.run(kernel("_Z9wide_mathPKxPxPKaPsj"), {kA, kB, kC, kD, n}, {t, 4, 0, 1}));
+    ASSERT_TRUE(ev.run(kernel("wide_math"), {kA, kB, kC, kD, n}, {t, 4, 0, 1}));
   }
   for (std::size_t i = 0; i < a.size(); ++i) {
     const long long b = a[i] * 3 + (a[i] >> 5) - static_cast<long long>(c[i]);
@@ -578,7 +577,7 @@ TEST_P(MoreKernels, WideAndSubWordArithmetic) {
 
 TEST_P(MoreKernels, HelperIsInlined) {
   Evaluator ev;
-  for (std::uint32_t t = 0; t < 5; ++t) ASSERT_TRUE(ev.run(kernel("_Z12calls_helperPi"), {kA}, {t, 5, 0, 1}));
+  for (std::uint32_t t = 0; t < 5; ++t) ASSERT_TRUE(ev.run(kernel("calls_helper"), {kA}, {t, 5, 0, 1}));
   for (std::uint32_t t = 0; t < 5; ++t) EXPECT_EQ(ev.load(kA + 4 * t, 4), t * t + 1);
 }
 
@@ -608,13 +607,13 @@ TEST(Pipeline, CudaLocationsPointIntoTheSource) {
     }
     return lines;
   };
-  const KernelIR* va = find("_Z7vec_addPKiS0_Pii");
+  const KernelIR* va = find("vec_add");
   ASSERT_NE(va, nullptr);
   EXPECT_EQ(va->source_path, file);
   EXPECT_EQ(va->loc.line, 2u);  // the __global__ line
   EXPECT_EQ(lines_of(*va, Opcode::kStore), std::vector<std::uint32_t>{4});
   EXPECT_EQ(lines_of(*va, Opcode::kLoad), (std::vector<std::uint32_t>{4, 4}));
-  const KernelIR* dm = find("_Z13signed_divmodPKiS0_PiS1_");
+  const KernelIR* dm = find("signed_divmod");
   ASSERT_NE(dm, nullptr);
   EXPECT_EQ(lines_of(*dm, Opcode::kSDiv), std::vector<std::uint32_t>{51});
   EXPECT_EQ(lines_of(*dm, Opcode::kSRem), std::vector<std::uint32_t>{52});
@@ -743,6 +742,154 @@ TEST(CudaSignatures, ParameterNamesFromSource) {
   EXPECT_EQ(cuda_param_names(src, "nothing"), Names{});
   EXPECT_EQ(cuda_param_names(src, "commented"), std::nullopt);
   EXPECT_EQ(cuda_param_names(src, "helper"), std::nullopt);
+}
+
+// Overloads: a PTX entry does not say which declaration it is, so names are given only when the
+// declarations agree; an unnamed prototype does not count against its definition.
+TEST(CudaSignatures, OverloadsAndPrototypes) {
+  const std::string src = R"(
+    __global__ void same(int* a, int k);
+    __global__ void same(unsigned* a, unsigned k) {}
+    __global__ void differ(int* a) {}
+    __global__ void differ(unsigned* b) {}
+    __global__ void proto(int*, int);
+    __global__ void proto(int* data, int n) {}
+  )";
+  using Names = std::vector<std::string>;
+  EXPECT_EQ(cuda_param_names(src, "same"), (Names{"a", "k"}));
+  EXPECT_EQ(cuda_param_names(src, "differ"), std::nullopt);
+  EXPECT_EQ(cuda_param_names(src, "proto"), (Names{"data", "n"}));
+}
+
+// ------------------------------------------------------------------ kernel names (source_names.h)
+
+TEST(SourceNames, Demangled) {
+  EXPECT_EQ(demangle("_Z3dblPii"), "dbl(int*, int)");
+  EXPECT_EQ(demangle("dot"), "dot");
+  EXPECT_EQ(demangle("_Znot_mangled"), "_Znot_mangled");
+  EXPECT_EQ(function_name("_Z3dblPii"), "dbl");
+  EXPECT_EQ(function_name("_ZN3img3incEPi"), "img::inc");
+  EXPECT_EQ(function_name("_Z4fillIiEvPT_S0_"), "fill");  // "void fill<int>(int*, int)"
+  EXPECT_EQ(function_name("_ZN12_GLOBAL__N_11kEPi"), "(anonymous namespace)::k");
+  EXPECT_EQ(function_name("vprintf"), "vprintf");
+  EXPECT_EQ(declared_identifier("_ZN3img3incEPi"), "inc");
+  EXPECT_EQ(declared_identifier("_Z4fillIjEvPT_S0_"), "fill");
+}
+
+TEST(SourceNames, ShortestDistinctForms) {
+  using Names = std::vector<std::string>;
+  // Unique plain names stay plain, C names unchanged.
+  EXPECT_EQ(kernel_source_names({"_Z3dblPii", "_ZN3img3incEPi", "_Z4fillIiEvPT_S0_", "dot"}),
+            (Names{"dbl", "img::inc", "fill", "dot"}));
+  // Two instantiations: template arguments; overloads: the parameter list.
+  EXPECT_EQ(kernel_source_names({"_Z4fillIiEvPT_S0_", "_Z4fillIjEvPT_S0_", "_Z5scalePii", "_Z5scalePjj"}),
+            (Names{"fill<int>", "fill<unsigned int>", "scale(int*, int)", "scale(unsigned int*, unsigned int)"}));
+  // A C kernel and a C++ overload of the same name.
+  EXPECT_EQ(kernel_source_names({"f", "_Z1fPi"}), (Names{"f", "f(int*)"}));
+}
+
+// ------------------------------------------------------------------ frontend option clang_flags
+
+TEST(ClangFlags, AllowedFlagsPassThrough) {
+  auto f = parse_clang_flags("  -DN=4 -fno-unroll-loops\t-I/inc -UX -Wall -w -std=c++17 -mllvm -unroll-threshold=0 ");
+  ASSERT_TRUE(f) << f.error().to_string();
+  EXPECT_EQ(*f, (std::vector<std::string>{"-DN=4", "-fno-unroll-loops", "-I/inc", "-UX", "-Wall", "-w", "-std=c++17",
+                                          "-mllvm", "-unroll-threshold=0"}));
+  auto empty = parse_clang_flags("");
+  ASSERT_TRUE(empty);
+  EXPECT_TRUE(empty->empty());
+}
+
+TEST(ClangFlags, RefusedWithOneLineNamingTheFlag) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"-o /tmp/x", "'-o' is not allowed (allowed: -D<macro>[=<value>] -U<macro> -I<dir> -f<option>"},
+      {"-O0", "'-O0' is not allowed (set the frontend option opt_level instead)"},
+      {"-g", "'-g' is not allowed (allowed:"},
+      {"kernel2.cu", "'kernel2.cu' is not allowed (not a flag: the frontend passes clang one source file)"},
+      {"-D N=4", "'-D' is not allowed (write the value joined to the flag, e.g. -DN=4 or -I/path)"},
+      {"-fplugin=x.so", "'-fplugin=x.so' is not allowed (it changes what clang produces)"},
+      {"-Xclang -load", "'-Xclang' is not allowed (it changes what clang produces)"},
+      {"-DX=\"a b\"", "'-DX=\"a' is not allowed (flags are split at white space; quotes"},
+      {"-mllvm", "'-mllvm' is not allowed (it needs an LLVM option after it"},
+      {"--cuda-gpu-arch=sm_80", "(set the frontend options gpu_arch and ptx_features instead)"},
+  };
+  for (const auto& [flags, message] : cases) {
+    auto f = parse_clang_flags(flags);
+    ASSERT_FALSE(f) << flags;
+    EXPECT_NE(f.error().message().find(std::string("frontend option clang_flags: ")), std::string::npos) << flags;
+    EXPECT_NE(f.error().message().find(message), std::string::npos) << f.error().message();
+    EXPECT_EQ(f.error().message().find('\n'), std::string::npos);
+  }
+}
+
+// ------------------------------------------------------------------ refused calls, diagnostics in generated PTX
+
+// A call is refused at its CUDA line (the latest .loc of the .cu file), before the .param declarations
+// around it, and a message names no generated PTX file unless it was kept.
+TEST(Parser, RefusesCallsAtTheCudaLine) {
+  const std::string ptx =
+      ".version 7.0\n.target sm_75\n.address_size 64\n"
+      ".visible .func (.param .b32 func_retval0) _Z5twicei(.param .b32 _Z5twicei_param_0)\n{\n ret;\n}\n"
+      ".visible .entry _Z1kPi(.param .u64 _Z1kPi_param_0)\n{\n"
+      " .reg .b32 %r<4>;\n .loc 1 3 0\n .loc 2 53 3\n"
+      " { .param .b32 param0;\n st.param.b32 [param0+0], %r2;\n .param .b32 retval0;\n"
+      " call.uni (retval0), _Z5twicei, (param0);\n }\n ret;\n}\n"
+      ".file 1 \"/src/k.cu\"\n.file 2 \"/usr/include/vars.h\"\n";
+  auto generated = parse_ptx(ptx, DiagnosticFiles{"/src/k.cu.ptx", false, "/src/k.cu"});
+  ASSERT_FALSE(generated);
+  EXPECT_EQ(generated.error().to_string(),
+            "/src/k.cu:3:0: error: device function 'twice' was not inlined (a PTX call with .param arguments): the "
+            "machine runs fully inlined kernels; declare it __forceinline__ (not __noinline__, and not recursive)");
+  auto kept = parse_ptx(ptx, DiagnosticFiles{"/keep/k.cu.ptx", true, "/src/k.cu"});
+  ASSERT_FALSE(kept);
+  EXPECT_NE(kept.error().to_string().find("(generated PTX: /keep/k.cu.ptx:16:2)"), std::string::npos)
+      << kept.error().to_string();
+  auto plain = parse_ptx(ptx, "k.ptx");
+  ASSERT_FALSE(plain);
+  EXPECT_EQ(plain.error().to_string().rfind("k.ptx:16:2: error: device function 'twice' was not inlined", 0), 0u)
+      << plain.error().to_string();
+}
+
+TEST(Parser, RefusesPrintfAndExternalCalls) {
+  const std::string head =
+      ".version 7.0\n.target sm_75\n.address_size 64\n"
+      ".extern .func (.param .b32 func_retval0) vprintf(.param .b64 a, .param .b64 b);\n"
+      ".global .align 1 .b8 $str[3] = {104, 105, 0};\n"
+      ".visible .entry k()\n{\n .local .align 8 .b8 __local_depot0[8];\n";
+  auto printf_call = parse_ptx(head + " call.uni (retval0), vprintf, (param0, param1);\n ret;\n}\n", "p.ptx");
+  ASSERT_FALSE(printf_call);
+  EXPECT_EQ(printf_call.error().to_string(),
+            "p.ptx:9:2: error: device printf is not supported (PTX calls vprintf): the machine has no output stream; "
+            "store the values in an output array and print them on the host");
+  // Declared like vprintf (.extern .func ...;), followed by a .global initialiser in braces.
+  auto external = parse_ptx(
+      ".version 7.0\n.extern .func __assertfail(.param .b64 a);\n"
+      ".global .align 1 .b8 $str[2] = {107, 0};\n"
+      ".visible .entry k()\n{\n call.uni __assertfail, (param0);\n ret;\n}\n",
+      "a.ptx");
+  ASSERT_FALSE(external);
+  EXPECT_NE(external.error().message().find("call to external device function '__assertfail' is not supported"),
+            std::string::npos);
+  auto indirect = parse_ptx(head + " call (retval0), %rd5, (param0), prototype_0;\n ret;\n}\n", "i.ptx");
+  ASSERT_FALSE(indirect);
+  EXPECT_NE(indirect.error().message().find("indirect call (a function pointer)"), std::string::npos);
+  // A .func that calls printf but is never called by a kernel is skipped, as before.
+  auto unused = parse_ptx(
+      ".version 7.0\n.target sm_75\n.address_size 64\n"
+      ".visible .func f()\n{\n call.uni vprintf, (param0);\n ret;\n}\n"
+      ".visible .entry k()\n{\n ret;\n}\n",
+      "u.ptx");
+  EXPECT_TRUE(unused) << unused.error().to_string();
+}
+
+// Without a CUDA position, an error in generated PTX names the .cu file and how to keep the PTX.
+TEST(Parser, ErrorsInGeneratedPtxNameNoMissingFile) {
+  auto r = parse_ptx(".version 7.0\n.visible .entry k()\n{\n  add.s32 %r1, ;\n}\n",
+                     DiagnosticFiles{"/src/k.cu.ptx", false, "/src/k.cu"});
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().to_string(),
+            "/src/k.cu: error: expected an operand, found ';' (line 4:16 of the PTX clang generated; frontend option "
+            "keep_ptx: DIR writes it to DIR)");
 }
 
 }  // namespace

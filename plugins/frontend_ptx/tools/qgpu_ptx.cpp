@@ -2,7 +2,9 @@
 //
 //   qgpu-ptx [--emit=ptx|mlir-parsed|mlir|kernel-ir] [--no-passes | --pass-pipeline=PIPELINE]
 //            [--dump-pass-pipeline] [--clang=PATH] [--gpu-arch=sm_75] [--ptx-features=+ptx70] [-O<n>]
-//            FILE.{cu,ptx}
+//            [--clang-flags=FLAGS] [--keep-ptx=DIR] FILE.{cu,ptx}
+//
+// --clang-flags and --keep-ptx are the frontend options clang_flags and keep_ptx.
 //
 // --pass-pipeline replaces the MLIR passes with a textual pipeline in mlir-opt's syntax; the frontend's
 // own is `builtin.module(qgpu-ptx-cleanup)` (options: `qgpu-ptx-cleanup{drop-trivial-block-args=false}`).
@@ -23,10 +25,13 @@ int usage(const char* argv0, int rc) {
   (rc == 0 ? std::cout : std::cerr)
       << "usage: " << argv0
       << " [--emit=ptx|mlir-parsed|mlir|kernel-ir] [--no-passes | --pass-pipeline=PIPELINE]"
-         " [--dump-pass-pipeline] [--clang=PATH] [--gpu-arch=ARCH] [--ptx-features=F] [-O<n>] FILE.{cu,ptx}\n"
+         " [--dump-pass-pipeline] [--clang=PATH] [--gpu-arch=ARCH] [--ptx-features=F] [-O<n>]"
+         " [--clang-flags=FLAGS] [--keep-ptx=DIR] FILE.{cu,ptx}\n"
          "  --pass-pipeline=PIPELINE  the MLIR passes, in mlir-opt's syntax (default: the frontend's,\n"
          "                            'builtin.module(qgpu-ptx-cleanup)'; option: drop-trivial-block-args)\n"
-         "  --dump-pass-pipeline      print the passes that run on stderr\n";
+         "  --dump-pass-pipeline      print the passes that run on stderr\n"
+         "  --clang-flags=FLAGS       extra clang flags (the frontend option clang_flags)\n"
+         "  --keep-ptx=DIR            write the generated PTX to DIR/<file>.cu.ptx; diagnostics name it\n";
   return rc;
 }
 
@@ -64,6 +69,12 @@ int main(int argc, char** argv) {
       clang.gpu_arch = a.substr(11);
     else if (a.starts_with("--ptx-features="))
       clang.ptx_features = a.substr(15);
+    else if (a.starts_with("--clang-flags=")) {
+      auto flags = ptx::parse_clang_flags(std::string(a.substr(14)));
+      if (!flags) return report(flags.error());
+      clang.extra_flags = *flags;
+    } else if (a.starts_with("--keep-ptx="))
+      clang.keep_ptx_dir = a.substr(11);
     else if (a.size() == 3 && a.starts_with("-O") && a[2] >= '0' && a[2] <= '3')
       clang.opt_level = a[2] - '0';
     else if (!a.empty() && a[0] == '-') {
