@@ -139,7 +139,7 @@ struct KernelParam {
 };
 
 struct KernelIR {
-  std::string name;         // the entry's name as in PTX (mangled if the source was C++)
+  std::string name;         // the kernel as written in the source (C++ names demangled, docs/FRONTEND.md)
   std::string source_path;  // for diagnostics
   IrLoc loc;                // of the entry directive
   std::vector<KernelParam> params;
