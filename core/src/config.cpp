@@ -114,8 +114,10 @@ class ConfigParser {
     bool saw_version = false;
     std::set<std::string> seen;
     for (auto it = root.begin(); it != root.end(); ++it) {
-      const YAML::Node& key_node = it->first;
-      const YAML::Node& value = it->second;
+      // Copies (shared handles): `it->` returns a temporary proxy, so a reference into it dangles
+      // after this statement (ASan: stack-use-after-scope, found by fuzz/config_fuzzer.cpp).
+      const YAML::Node key_node = it->first;
+      const YAML::Node value = it->second;
       if (!key_node.IsScalar()) return error(key_node.Mark(), ErrorCode::kInvalidArgument, "keys must be plain names");
       const std::string key = key_node.Scalar();
       if (!seen.insert(key).second)
@@ -242,8 +244,8 @@ class ConfigParser {
     std::set<std::string> seen;
     bool saw_plugin = false;
     for (auto it = value.begin(); it != value.end(); ++it) {
-      const YAML::Node& k = it->first;
-      const YAML::Node& v = it->second;
+      const YAML::Node k = it->first;  // copies: see parse()
+      const YAML::Node v = it->second;
       if (!k.IsScalar()) return error(k.Mark(), ErrorCode::kInvalidArgument, "keys must be plain names");
       const std::string key = k.Scalar();
       if (!seen.insert(key).second) {

@@ -73,6 +73,22 @@ TEST(Config, StructuralErrors) {
   EXPECT_THAT(syntax.location(), HasSubstr("t.yaml:"));
 }
 
+// The first input fuzz/config_fuzzer.cpp ran: every key and value node was a reference into the
+// temporary proxy of yaml-cpp's `it->` (ASan: stack-use-after-scope on every config). The errors below
+// read those nodes after the loop's first statement; under the sanitizer build they catch a regression.
+TEST(Config, KeyAndValueNodesOutliveTheIteratorProxy) {
+  sdk::Status version = parse_error("version: 7");
+  EXPECT_EQ(version.message(), "unsupported config version 7 (this qgpu reads version 1)");
+  EXPECT_EQ(version.location(), "t.yaml:1:10");
+  sdk::Status section = parse_error("version: 1\nmachine:\n  plugin: [m]\n");
+  EXPECT_EQ(section.message(), "machine.plugin: expected a plugin name, got a sequence");
+  EXPECT_EQ(section.location(), "t.yaml:3:11");
+  Config c = parse_ok("version: 1\nmachine:\n  plugin: m\n  lanes: 4\n");
+  ASSERT_EQ(c.sections.size(), 1u);
+  ASSERT_EQ(c.sections[0].settings.size(), 1u);
+  EXPECT_EQ(c.sections[0].settings[0].text, "4");
+}
+
 TEST(Config, MissingFiles) {
   auto c = load_config("/nonexistent/dir/x.yaml");
   ASSERT_FALSE(c);
