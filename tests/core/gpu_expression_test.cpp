@@ -89,6 +89,31 @@ TEST(GpuExpression, Errors) {
   EXPECT_EQ(error("1 + ?"), "expression:1:5: error: expected a value (an integer, '[', '(' or a function), got '?'");
 }
 
+// Found with fuzz/gpu_expression_fuzzer.cpp: deep nesting overflowed the parser's stack, a long
+// operator chain overflowed to_string's (and the tree's destructor's), and locating each token
+// rescanned the text (quadratic: 50 s for 20,000 operators).
+TEST(GpuExpression, NestingAndOperationsAreBounded) {
+  const std::string deep = std::string(100000, '(') + "1" + std::string(100000, ')');
+  EXPECT_EQ(error(deep), "expression:1:257: error: parentheses and calls nest more than 256 deep");
+  std::string calls;
+  for (int i = 0; i < 300; ++i) calls += "sum(";
+  EXPECT_EQ(error(calls + "[1]" + std::string(300, ')')),
+            "expression:1:1028: error: parentheses and calls nest more than 256 deep");
+  std::string chain = "1";
+  for (int i = 0; i < 200000; ++i) chain += "+1";
+  EXPECT_EQ(error(chain), "expression:1:2002: error: the expression has more than 1000 operations");
+  // At the limits, a tree.
+  EXPECT_EQ(tree(std::string(256, '(') + "7" + std::string(256, ')')), "7");
+  std::string ops = "1";
+  for (int i = 0; i < 1000; ++i) ops += "+1";
+  EXPECT_EQ(tree(ops).size(), 1u + 1000u * 6u);  // "(+ " ... " 1)" around each
+}
+
+TEST(GpuExpression, ColumnsOnLaterLines) {
+  EXPECT_EQ(error("[1,\n 2,\n x]"), "expression:3:2: error: expected an integer, got 'x'");
+  EXPECT_EQ(error("1 +\n\n  2 +\n ?"), "expression:4:2: error: expected a value (an integer, '[', '(' or a function), got '?'");
+}
+
 TEST(GpuExpression, FunctionErrors) {
   EXPECT_EQ(error("summ([1])"),
             "expression:1:1: error: unknown function 'summ' (did you mean 'sum'?); functions: sum, max, min, cumsum, "

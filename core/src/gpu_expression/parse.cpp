@@ -1,5 +1,6 @@
 // The expression language's recursive-descent parser (grammar: docs/GPU_TOOL.md). One function per
 // rule; every error is one line pointing at the line and column where the input went wrong.
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 
@@ -10,6 +11,13 @@ namespace qgpu::core {
 namespace {
 
 using Expr = GpuExpression;
+
+// Bounds that keep the recursive parts (this parser, to_string, the evaluator, the tree's destructor)
+// far from the stack's end on any input: parentheses and calls nest at most kMaxNesting deep, and an
+// expression holds at most kMaxOperations operators and calls (each is one launch), which also bounds
+// the tree's depth. Both are far beyond anything written by hand or by the chat's model.
+constexpr int kMaxNesting = 256;
+constexpr int kMaxOperations = 1000;
 
 class Parser {
  public:
@@ -42,6 +50,7 @@ class Parser {
       e.line = line();
       e.column = column();
       e.name = std::string(1, peek());
+      if (auto s = count_operation(); !s) return s;
       ++pos_;
       auto right = (this->*operand)();
       if (!right) return right;
@@ -69,10 +78,12 @@ class Parser {
     }
     if (c == '[') return array();
     if (c == '(') {
+      if (auto s = enter(); !s) return s;
       ++pos_;
       auto e = expression();
       if (!e) return e;
       if (auto s = expect(')'); !s) return s;
+      --nesting_;
       return e;
     }
     if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') return call();
@@ -154,6 +165,7 @@ class Parser {
     e.kind = Expr::Kind::kCall;
     e.line = line();
     e.column = column();
+    if (auto s = count_operation(); !s) return s;
     const std::size_t start = pos_;
     while (!at_end() && (std::isalnum(static_cast<unsigned char>(peek())) || peek() == '_')) ++pos_;
     e.name = std::string(text_.substr(start, pos_ - start));
@@ -168,6 +180,7 @@ class Parser {
       if (std::string hint = closest_match(e.name, names); !hint.empty()) message += " (did you mean '" + hint + "'?)";
       return error(e, message + "; functions: " + join(names));
     }
+    if (auto s = enter(); !s) return s;
     if (auto s = expect('(', "'(' after '" + e.name + "'"); !s) return s;
     if (!accept(')')) {
       for (;;) {
@@ -179,12 +192,26 @@ class Parser {
         break;
       }
     }
+    --nesting_;
     if (e.operands.size() != function->params.size()) {
       std::vector<std::string> params(function->params.begin(), function->params.end());
       return error(e, e.name + "(" + join(params) + ") takes " + std::to_string(params.size()) + " argument" +
                           (params.size() == 1 ? "" : "s") + ", got " + std::to_string(e.operands.size()));
     }
     return e;
+  }
+
+  // One more '(' or call open at the current position.
+  sdk::Status enter() {
+    if (++nesting_ > kMaxNesting)
+      return error("parentheses and calls nest more than " + std::to_string(kMaxNesting) + " deep");
+    return sdk::Status::ok();
+  }
+  // One more operator or call (at the current position).
+  sdk::Status count_operation() {
+    if (++operations_ > kMaxOperations)
+      return error("the expression has more than " + std::to_string(kMaxOperations) + " operations");
+    return sdk::Status::ok();
   }
 
   // Consumes `c` (after spaces) if it is next.
@@ -208,13 +235,24 @@ class Parser {
   std::string quote_here() const { return at_end() ? "the end of the expression" : "'" + std::string(1, peek()) + "'"; }
   // 1-based column of pos_ on its line.
   int column() const {
-    const std::size_t line_start = text_.rfind('\n', pos_ == 0 ? 0 : pos_ - 1);
-    return static_cast<int>(line_start == std::string_view::npos || pos_ == 0 ? pos_ + 1 : pos_ - line_start);
+    seek();
+    return static_cast<int>(pos_ - where_.line_start + 1);
   }
   int line() const {
-    int n = 1;
-    for (std::size_t i = 0; i < pos_ && i < text_.size(); ++i) n += text_[i] == '\n';
-    return n;
+    seek();
+    return where_.line;
+  }
+  // Moves the cached line position to pos_: forward from the cache (pos_ only steps back a few
+  // characters, inside a literal), so locating every token costs linear time in all.
+  void seek() const {
+    if (pos_ < where_.pos) where_ = Where{};
+    const std::size_t end = std::min(pos_, text_.size());
+    for (; where_.pos < end; ++where_.pos) {
+      if (text_[where_.pos] == '\n') {
+        ++where_.line;
+        where_.line_start = where_.pos + 1;
+      }
+    }
   }
   sdk::Status error(const std::string& message) const { return error_at_column(column(), message); }
   sdk::Status error(const Expr& at, const std::string& message) const {
@@ -225,8 +263,17 @@ class Parser {
                          sdk::ErrorCode::kParseError, message);
   }
 
+  struct Where {
+    std::size_t pos = 0;         // the cache is valid for this position
+    int line = 1;                // 1-based line of pos
+    std::size_t line_start = 0;  // offset of that line's first character
+  };
+
   std::string_view text_;
   std::size_t pos_ = 0;
+  int nesting_ = 0;
+  int operations_ = 0;
+  mutable Where where_;
 };
 
 }  // namespace
