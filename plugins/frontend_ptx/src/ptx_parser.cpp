@@ -145,6 +145,14 @@ bool parse_int_literal(std::string_view s, std::int64_t& value) {
   return true;
 }
 
+// -v in 64-bit two's complement, as PTX reads a negated literal: -0x8000000000000000 is INT64_MIN (a
+// plain `-v` would overflow there).
+std::int64_t negate(std::int64_t v) { return static_cast<std::int64_t>(0 - static_cast<std::uint64_t>(v)); }
+
+// Registers one kernel may declare, over all its .reg lines, ranges expanded: a bound on the parser's
+// memory and time (a 1 KB file of `.reg .b32 %rN<1048576>;` lines took gigabytes and minutes before).
+constexpr std::int64_t kMaxRegisters = 1 << 16;
+
 class Parser {
  public:
   Parser(std::vector<Token> tokens, DiagnosticFiles files)
@@ -315,7 +323,7 @@ class Parser {
     if (t.kind != Token::Kind::kNumber) return fail(t.loc, "expected an integer, found " + describe(t));
     if (!parse_int_literal(t.text, out)) return fail(t.loc, "invalid integer literal '" + t.text + "'");
     next();
-    if (neg) out = -out;
+    if (neg) out = negate(out);
     return true;
   }
   // Skips the rest of the source line of the token just consumed (line-oriented directives).
@@ -431,6 +439,7 @@ class Parser {
   bool parse_entry(Entry& e) {
     dbg_file_ = -1;
     last_cuda_ = {};
+    declared_regs_ = 0;
     in_entry_ = true;
     const bool ok = parse_entry_body(e);
     in_entry_ = false;
@@ -659,7 +668,7 @@ class Parser {
           const bool neg = next().text == "-";
           std::int64_t off = 0;
           if (!expect_int(off)) return false;
-          o.imm = neg ? -off : off;
+          o.imm = neg ? negate(off) : off;
         }
       } else {
         if (!expect_int(o.imm)) return false;
@@ -713,16 +722,18 @@ class Parser {
         next();
         std::int64_t n = 0;
         if (!expect_int(n)) return false;
-        constexpr std::int64_t kMaxRange = 1 << 20;
-        if (n < 0 || n > kMaxRange) {
+        if (n < 0) return fail(name_loc, "register range <" + std::to_string(n) + "> is negative");
+        if (n > kMaxRegisters) {
           return fail(name_loc,
-                      "register range <" + std::to_string(n) + "> exceeds the limit of " + std::to_string(kMaxRange) +
-                          " by " + std::to_string(n - kMaxRange),
+                      "register range <" + std::to_string(n) + "> exceeds the limit of " +
+                          std::to_string(kMaxRegisters) + " by " + std::to_string(n - kMaxRegisters),
                       sdk::ErrorCode::kLimitExceeded);
         }
+        if (!count_registers(n, name_loc, e)) return false;
         if (!expect_punct('>')) return false;
         for (std::int64_t k = 0; k < n; ++k) e.regs[name + std::to_string(k)] = decl;
       } else {
+        if (!count_registers(1, name_loc, e)) return false;
         e.regs[name] = decl;
       }
       if (!at_punct(',')) break;
@@ -731,10 +742,21 @@ class Parser {
     return expect_punct(';');
   }
 
+  // Adds `n` (at most kMaxRegisters) to the kernel's declared registers; false over the limit.
+  bool count_registers(std::int64_t n, SrcLoc loc, const Entry& e) {
+    declared_regs_ += n;
+    if (declared_regs_ <= kMaxRegisters) return true;
+    return fail(loc,
+                "kernel '" + e.name + "' declares more than " + std::to_string(kMaxRegisters) +
+                    " registers (ranges expanded, redeclarations counted)",
+                sdk::ErrorCode::kLimitExceeded);
+  }
+
   std::vector<Token> toks_;
   std::string path_;
   std::size_t pos_ = 0;
-  int dbg_file_ = -1;  // the latest .loc
+  std::int64_t declared_regs_ = 0;  // in the current entry
+  int dbg_file_ = -1;               // the latest .loc
   SrcLoc dbg_loc_;
   DiagnosticFiles files_;
   int cuda_file_ = -1;  // the .file id of files_.cuda

@@ -178,6 +178,55 @@ TEST(Parser, ReportsFileLineColumn) {
   EXPECT_EQ(m.error().to_string(), "bad.ptx:3:16: error: expected an operand, found ';'");
 }
 
+// Bugs seen while writing fuzz/ptx_parser_fuzzer.cpp and confirmed with it (fuzz/README.md): negating the
+// most negative literal was signed overflow (UBSan), a negative register range overflowed the error
+// message's arithmetic, and a 1 KB file of large ranges took gigabytes (libFuzzer: out-of-memory).
+const std::string kKernelHead = ".version 7.0\n.target sm_75\n.address_size 64\n.visible .entry k()\n{\n";
+
+TEST(Parser, NegatedMostNegativeLiteralWraps) {
+  auto m = parse_ptx(kKernelHead +
+                         "  .reg .b32 %r<2>; .reg .b64 %rd<2>;\n"
+                         "  mov.u32 %r1, -0x8000000000000000;\n"
+                         "  ld.global.u32 %r1, [%rd1-0x8000000000000000];\n"
+                         "  ld.global.u32 %r1, [-0x8000000000000000];\n}\n",
+                     "t.ptx");
+  ASSERT_TRUE(m) << m.error().to_string();
+  const auto& body = m->entries.at(0).body;
+  ASSERT_EQ(body.size(), 3u);
+  EXPECT_EQ(body[0].operands.at(1).imm, INT64_MIN);
+  EXPECT_EQ(body[1].operands.at(1).imm, INT64_MIN);
+  EXPECT_EQ(body[2].operands.at(1).imm, INT64_MIN);
+}
+
+TEST(Parser, NegativeRegisterRangeIsAnError) {
+  for (const char* range : {"-0x8000000000000000", "0x8000000000000000", "-1"}) {
+    auto m = parse_ptx(kKernelHead + "  .reg .b32 %r<" + range + ">;\n}\n", "t.ptx");
+    ASSERT_FALSE(m) << range;
+    EXPECT_EQ(m.error().code(), sdk::ErrorCode::kParseError);
+    EXPECT_EQ(m.error().to_string(), std::string("t.ptx:6:13: error: register range <") +
+                                         (range[1] == '1' ? "-1" : "-9223372036854775808") + "> is negative");
+  }
+}
+
+TEST(Parser, DeclaredRegistersAreBoundedPerKernel) {
+  // 40 ranges of 2^16 (and redeclaring one name) pass the per-range limit but not the kernel's.
+  std::string many = kKernelHead;
+  for (int i = 0; i < 40; ++i) many += "  .reg .b32 %r" + std::to_string(i) + "<65536>;\n";
+  std::string again = kKernelHead;
+  for (int i = 0; i < 40; ++i) again += "  .reg .b32 %r<40000>;\n";
+  for (const std::string& text : {many + "}\n", again + "}\n"}) {
+    auto m = parse_ptx(text, "t.ptx");
+    ASSERT_FALSE(m);
+    EXPECT_EQ(m.error().code(), sdk::ErrorCode::kLimitExceeded);
+    EXPECT_EQ(m.error().to_string(),
+              "t.ptx:7:13: error: kernel 'k' declares more than 65536 registers (ranges expanded, redeclarations "
+              "counted)");
+  }
+  // Up to the limit is fine, in one range or several.
+  EXPECT_TRUE(parse_ptx(kKernelHead + "  .reg .b32 %r<65536>;\n}\n", "t.ptx"));
+  EXPECT_TRUE(parse_ptx(kKernelHead + "  .reg .b32 %r<32768>, %s<32767>, %x;\n}\n", "t.ptx"));
+}
+
 // ------------------------------------------------------------------ a single-thread KernelIR evaluator
 
 struct Launch {
