@@ -15,8 +15,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     fuzz::check_error(spec.error(), text);
   } else {
     fuzz::check(spec->text == text, "the spec keeps the text");
-    if (spec->value.is_array) {
-      // The formatted array parses back to the same values.
+    // The formatted array parses back to the same values (small ones: zeros(N) reaches 2^24 words,
+    // whose text round trip would cost seconds per input).
+    if (spec->value.is_array && spec->value.array.size() <= 4096) {
       auto again = core::parse_arg_value(core::format_array(spec->value.array));
       fuzz::check(again && again->is_array && again->array == spec->value.array, "an array round-trips");
     }
