@@ -19,8 +19,8 @@ inline void check(bool ok, const char* what) {
 }
 
 // `input`: the text parsed. Messages quote the user's text verbatim, so a line break in an error is
-// accepted only when the input has a control character (a line break, or a NUL that makes yaml-cpp
-// decode the bytes as UTF-16/32); callers that need one line fold messages with core::one_line.
+// accepted only when the input has a control character (a line break; yaml-cpp turned the bytes
+// "\x00r" into "\r"); callers that need one line fold messages with core::one_line.
 inline void check_error(const sdk::Status& status, std::string_view input) {
   check(!status.is_ok(), "an error Status is not ok");
   check(!status.message().empty(), "an error has a message");
