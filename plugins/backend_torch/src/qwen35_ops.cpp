@@ -5,6 +5,8 @@
 #include <cmath>
 #include <vector>
 
+#include "matvec.h"
+
 namespace qgpu::torch_backend::ops {
 namespace {
 
@@ -29,9 +31,14 @@ at::Tensor repeat_heads(const at::Tensor& x, std::int64_t repeats) {
 }  // namespace
 
 at::Tensor project(const at::Tensor& x, const at::Tensor& weight) {
-  // One fp32 row: Debian's LibTorch 1.13 sends [1, in] x W^T to a BLAS gemm
-  // that is ~4x slower than gemv on the same weights; bf16 stays on linear
-  // (oneDNN), which is faster than mv there and rounds like PyTorch 2.x.
+  // One row (decode) on an AVX-512 CPU: our own mat-vec (matvec.h). LibTorch
+  // 1.13 runs a one-row bf16 Linear through oneDNN's gemm and an fp32 one
+  // through gemv, both well below memory bandwidth; the kernel sums in fp32
+  // and rounds once, like linear.
+  if (matvec::applies(x, weight)) return matvec::matvec(x, weight);
+  // Elsewhere, one fp32 row: Debian's LibTorch 1.13 sends [1, in] x W^T to a
+  // BLAS gemm that is ~4x slower than gemv on the same weights; bf16 stays on
+  // linear (oneDNN), which is faster than mv there and rounds like PyTorch 2.x.
   if (x.scalar_type() == at::kFloat && x.numel() == x.size(-1) && weight.dim() == 2) {
     auto sizes = x.sizes().vec();
     sizes.back() = weight.size(0);

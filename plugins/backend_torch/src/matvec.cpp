@@ -1,0 +1,194 @@
+// See matvec.h. The kernel is compiled for AVX512-BF16 with a function target
+// attribute and only called after a runtime CPU check, so the rest of the
+// plugin keeps the baseline ISA.
+#include "matvec.h"
+
+#include <ATen/Parallel.h>
+#include <c10/util/BFloat16.h>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
+#include <immintrin.h>
+#define QGPU_MATVEC_X86 1
+#endif
+
+#include <algorithm>
+#include <cstdint>
+
+namespace qgpu::torch_backend::matvec {
+namespace {
+
+#ifdef QGPU_MATVEC_X86
+
+// AVX512F (and AVX512BW for the masked 16-bit loads) from CPUID, and the OS
+// saving the zmm/opmask state (XCR0 bits 1, 2, 5, 6, 7).
+bool detect_avx512() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_OSXSAVE)) return false;
+  unsigned xcr0_lo = 0, xcr0_hi = 0;
+  __asm__("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+  if ((xcr0_lo & 0xE6u) != 0xE6u) return false;
+  return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & bit_AVX512F) && (b & bit_AVX512BW);
+}
+
+bool detect_avx512_bf16() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!detect_avx512() || !__get_cpuid_count(7, 1, &a, &b, &c, &d)) return false;
+  return (a & (1u << 5)) != 0;  // CPUID.(EAX=7, ECX=1):EAX[5] = AVX512_BF16
+}
+
+constexpr std::int64_t kLanes = 32;  // bf16 values per 512-bit load
+
+#define QGPU_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512bf16")))
+
+QGPU_AVX512_BF16 inline __m512bh load_bf16(const std::uint16_t* p) {
+  return (__m512bh)_mm512_loadu_si512(p);
+}
+QGPU_AVX512_BF16 inline __m512bh load_bf16_tail(const std::uint16_t* p, __mmask32 mask) {
+  return (__m512bh)_mm512_maskz_loadu_epi16(mask, p);
+}
+
+// Rows [begin, end) of y = W x. Four rows share each load of x and keep four
+// independent accumulator chains; vdpbf16ps adds the two exact pair products
+// of each fp32 lane in turn (and flushes denormals, which bf16 activations and
+// weights of a trained model do not reach).
+QGPU_AVX512_BF16 void rows_avx512_bf16(const std::uint16_t* w, const std::uint16_t* x, std::int64_t in,
+                                       std::int64_t begin, std::int64_t end, c10::BFloat16* y) {
+  const std::int64_t full = in / kLanes * kLanes;
+  const __mmask32 tail = static_cast<__mmask32>((1ull << (in - full)) - 1);
+  std::int64_t n = begin;
+  for (; n + 4 <= end; n += 4) {
+    const std::uint16_t* w0 = w + n * in;
+    const std::uint16_t* w1 = w0 + in;
+    const std::uint16_t* w2 = w1 + in;
+    const std::uint16_t* w3 = w2 + in;
+    __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps(), s2 = _mm512_setzero_ps(), s3 = _mm512_setzero_ps();
+    for (std::int64_t k = 0; k < full; k += kLanes) {
+      const __m512bh xv = load_bf16(x + k);
+      s0 = _mm512_dpbf16_ps(s0, load_bf16(w0 + k), xv);
+      s1 = _mm512_dpbf16_ps(s1, load_bf16(w1 + k), xv);
+      s2 = _mm512_dpbf16_ps(s2, load_bf16(w2 + k), xv);
+      s3 = _mm512_dpbf16_ps(s3, load_bf16(w3 + k), xv);
+    }
+    if (tail) {
+      const __m512bh xv = load_bf16_tail(x + full, tail);
+      s0 = _mm512_dpbf16_ps(s0, load_bf16_tail(w0 + full, tail), xv);
+      s1 = _mm512_dpbf16_ps(s1, load_bf16_tail(w1 + full, tail), xv);
+      s2 = _mm512_dpbf16_ps(s2, load_bf16_tail(w2 + full, tail), xv);
+      s3 = _mm512_dpbf16_ps(s3, load_bf16_tail(w3 + full, tail), xv);
+    }
+    y[n] = c10::BFloat16(_mm512_reduce_add_ps(s0));
+    y[n + 1] = c10::BFloat16(_mm512_reduce_add_ps(s1));
+    y[n + 2] = c10::BFloat16(_mm512_reduce_add_ps(s2));
+    y[n + 3] = c10::BFloat16(_mm512_reduce_add_ps(s3));
+  }
+  for (; n < end; ++n) {
+    const std::uint16_t* w0 = w + n * in;
+    __m512 s0 = _mm512_setzero_ps();
+    for (std::int64_t k = 0; k < full; k += kLanes) s0 = _mm512_dpbf16_ps(s0, load_bf16(w0 + k), load_bf16(x + k));
+    if (tail) s0 = _mm512_dpbf16_ps(s0, load_bf16_tail(w0 + full, tail), load_bf16_tail(x + full, tail));
+    y[n] = c10::BFloat16(_mm512_reduce_add_ps(s0));
+  }
+}
+
+// The fp32 twin for f32 models: 16 floats per load, fused multiply-add.
+__attribute__((target("avx512f"))) void rows_avx512_f32(const float* w, const float* x, std::int64_t in,
+                                                        std::int64_t begin, std::int64_t end, float* y) {
+  const std::int64_t full = in / 16 * 16;
+  const __mmask16 tail = static_cast<__mmask16>((1u << (in - full)) - 1);
+  std::int64_t n = begin;
+  for (; n + 4 <= end; n += 4) {
+    const float* w0 = w + n * in;
+    const float* w1 = w0 + in;
+    const float* w2 = w1 + in;
+    const float* w3 = w2 + in;
+    __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps(), s2 = _mm512_setzero_ps(), s3 = _mm512_setzero_ps();
+    for (std::int64_t k = 0; k < full; k += 16) {
+      const __m512 xv = _mm512_loadu_ps(x + k);
+      s0 = _mm512_fmadd_ps(_mm512_loadu_ps(w0 + k), xv, s0);
+      s1 = _mm512_fmadd_ps(_mm512_loadu_ps(w1 + k), xv, s1);
+      s2 = _mm512_fmadd_ps(_mm512_loadu_ps(w2 + k), xv, s2);
+      s3 = _mm512_fmadd_ps(_mm512_loadu_ps(w3 + k), xv, s3);
+    }
+    if (tail) {
+      const __m512 xv = _mm512_maskz_loadu_ps(tail, x + full);
+      s0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, w0 + full), xv, s0);
+      s1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, w1 + full), xv, s1);
+      s2 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, w2 + full), xv, s2);
+      s3 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, w3 + full), xv, s3);
+    }
+    y[n] = _mm512_reduce_add_ps(s0);
+    y[n + 1] = _mm512_reduce_add_ps(s1);
+    y[n + 2] = _mm512_reduce_add_ps(s2);
+    y[n + 3] = _mm512_reduce_add_ps(s3);
+  }
+  for (; n < end; ++n) {
+    const float* w0 = w + n * in;
+    __m512 s0 = _mm512_setzero_ps();
+    for (std::int64_t k = 0; k < full; k += 16) s0 = _mm512_fmadd_ps(_mm512_loadu_ps(w0 + k), _mm512_loadu_ps(x + k), s0);
+    if (tail) s0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, w0 + full), _mm512_maskz_loadu_ps(tail, x + full), s0);
+    y[n] = _mm512_reduce_add_ps(s0);
+  }
+}
+
+#endif  // QGPU_MATVEC_X86
+
+}  // namespace
+
+bool has_avx512_f32() {
+#ifdef QGPU_MATVEC_X86
+  static const bool has = detect_avx512();
+  return has;
+#else
+  return false;
+#endif
+}
+
+bool has_avx512_bf16() {
+#ifdef QGPU_MATVEC_X86
+  static const bool has = detect_avx512_bf16();
+  return has;
+#else
+  return false;
+#endif
+}
+
+bool applies(const at::Tensor& x, const at::Tensor& weight) {
+  const auto dtype = x.scalar_type();
+  if (dtype != weight.scalar_type() || !(dtype == at::kBFloat16 ? has_avx512_bf16()
+                                         : dtype == at::kFloat   ? has_avx512_f32()
+                                                                 : false)) {
+    return false;
+  }
+  return x.dim() >= 1 && x.numel() == x.size(-1) && weight.dim() == 2 && weight.size(1) == x.size(-1) &&
+         weight.size(0) > 0 && x.device().is_cpu() && weight.device().is_cpu() && weight.is_contiguous();
+}
+
+at::Tensor matvec(const at::Tensor& x, const at::Tensor& weight) {
+  const std::int64_t out = weight.size(0), in = weight.size(1);
+  auto sizes = x.sizes().vec();
+  sizes.back() = out;
+  auto y = at::empty(sizes, weight.options());
+  const auto xc = x.contiguous();
+  // At least ~64 KiB of weights per task, so small projections stay on one thread.
+  const std::int64_t grain =
+      std::max<std::int64_t>(4, (std::int64_t{1} << 16) / std::max<std::int64_t>(in * weight.element_size(), 1));
+#ifdef QGPU_MATVEC_X86
+  if (x.scalar_type() == at::kBFloat16) {
+    const auto* xp = reinterpret_cast<const std::uint16_t*>(xc.data_ptr<c10::BFloat16>());
+    const auto* wp = reinterpret_cast<const std::uint16_t*>(weight.data_ptr<c10::BFloat16>());
+    auto* yp = y.data_ptr<c10::BFloat16>();
+    at::parallel_for(0, out, grain, [&](std::int64_t b, std::int64_t e) { rows_avx512_bf16(wp, xp, in, b, e, yp); });
+  } else {
+    const float* xp = xc.data_ptr<float>();
+    const float* wp = weight.data_ptr<float>();
+    float* yp = y.data_ptr<float>();
+    at::parallel_for(0, out, grain, [&](std::int64_t b, std::int64_t e) { rows_avx512_f32(wp, xp, in, b, e, yp); });
+  }
+#else
+  TORCH_CHECK(false, "matvec: not built for this CPU");
+#endif
+  return y;
+}
+
+}  // namespace qgpu::torch_backend::matvec
