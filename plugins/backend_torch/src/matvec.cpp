@@ -125,7 +125,8 @@ __attribute__((target("avx512f"))) void rows_avx512_f32(const float* w, const fl
   for (; n < end; ++n) {
     const float* w0 = w + n * in;
     __m512 s0 = _mm512_setzero_ps();
-    for (std::int64_t k = 0; k < full; k += 16) s0 = _mm512_fmadd_ps(_mm512_loadu_ps(w0 + k), _mm512_loadu_ps(x + k), s0);
+    for (std::int64_t k = 0; k < full; k += 16)
+      s0 = _mm512_fmadd_ps(_mm512_loadu_ps(w0 + k), _mm512_loadu_ps(x + k), s0);
     if (tail) s0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, w0 + full), _mm512_maskz_loadu_ps(tail, x + full), s0);
     y[n] = _mm512_reduce_add_ps(s0);
   }
@@ -156,8 +157,8 @@ bool has_avx512_bf16() {
 bool applies(const at::Tensor& x, const at::Tensor& weight) {
   const auto dtype = x.scalar_type();
   if (dtype != weight.scalar_type() || !(dtype == at::kBFloat16 ? has_avx512_bf16()
-                                         : dtype == at::kFloat   ? has_avx512_f32()
-                                                                 : false)) {
+                                         : dtype == at::kFloat  ? has_avx512_f32()
+                                                                : false)) {
     return false;
   }
   return x.dim() >= 1 && x.numel() == x.size(-1) && weight.dim() == 2 && weight.size(1) == x.size(-1) &&

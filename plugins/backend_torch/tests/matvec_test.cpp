@@ -2,6 +2,8 @@
 // fp32 math on the same bf16 inputs, at::matmul in double on known cases, and
 // LibTorch's own bf16 linear (oneDNN). f32: at::matmul in double and at::mv.
 // Skipped on CPUs without the instructions, where project() never calls it.
+#include "matvec.h"
+
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 
@@ -10,7 +12,6 @@
 #include <cstdint>
 #include <cstdio>
 
-#include "matvec.h"
 #include "qwen35_ops.h"
 
 namespace qgpu::torch_backend {
@@ -81,7 +82,7 @@ TEST_F(Bf16Matvec, ExactOnIntegersAgainstDoubleMatmul) {
   auto w = at::empty({out, in}, at::kDouble);
   auto x = at::empty({in}, at::kDouble);
   for (std::int64_t k = 0; k < in; ++k) {
-    x[k] = static_cast<double>((k * 5 + 3) % 7) - 3.0;  // -3..3
+    x[k] = static_cast<double>((k * 5 + 3) % 7) - 3.0;                                                 // -3..3
     for (std::int64_t n = 0; n < out; ++n) w[n][k] = static_cast<double>((n * 11 + k * 3) % 5) - 2.0;  // -2..2
   }
   const auto expected = at::matmul(w, x);
@@ -96,8 +97,8 @@ TEST_F(Bf16Matvec, ExactOnIntegersAgainstDoubleMatmul) {
 TEST_F(Bf16Matvec, KnownCaseAgainstDoubleMatmul) {
   const std::int64_t out = 9, in = 2048;
   const auto x = at::full({in}, 1.0 / 3.0, at::kDouble).to(at::kBFloat16);
-  const auto w = (at::arange(1, out + 1, at::kDouble).div(8).unsqueeze(1) * at::ones({out, in}, at::kDouble))
-                     .to(at::kBFloat16);
+  const auto w =
+      (at::arange(1, out + 1, at::kDouble).div(8).unsqueeze(1) * at::ones({out, in}, at::kDouble)).to(at::kBFloat16);
   const auto reference = at::matmul(w.to(at::kDouble), x.to(at::kDouble));  // the bf16 inputs, exactly
   const auto got = matvec::matvec(x, w).to(at::kDouble);
   for (std::int64_t n = 0; n < out; ++n) {
