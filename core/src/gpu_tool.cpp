@@ -118,11 +118,10 @@ sdk::Expected<std::unique_ptr<GpuTool>> GpuTool::open(Launcher& launcher, GpuToo
   std::unique_ptr<GpuTool> tool(new GpuTool(launcher, std::move(options), machine_limits(description)));
   std::error_code ec;
   tool->scratch_ = std::filesystem::temp_directory_path(ec) / ("qgpu-chat-" + std::to_string(::getpid()));
-  if (ec || !std::filesystem::create_directories(tool->scratch_, ec) || ec) {
-    if (!std::filesystem::is_directory(tool->scratch_))
-      return sdk::io_error("cannot create the directory for gpu_kernel sources '" + tool->scratch_.string() +
-                           "'" + (ec ? ": " + ec.message() : ""));
-  }
+  if (!ec) std::filesystem::create_directories(tool->scratch_, ec);
+  if (ec || !std::filesystem::is_directory(tool->scratch_))
+    return sdk::io_error("cannot create the directory for gpu_kernel sources '" + tool->scratch_.string() + "'" +
+                         (ec ? ": " + ec.message() : ""));
   return tool;
 }
 
