@@ -1,5 +1,6 @@
 #include "qgpu/core/launch_args.h"
 
+#include <array>
 #include <cctype>
 #include <charconv>
 #include <limits>
@@ -177,6 +178,65 @@ Expected<std::vector<sdk::LaunchArg>> bind_args(const sdk::KernelIR& kernel, con
     out.push_back(std::move(launch));
   }
   return out;
+}
+
+namespace {
+
+// "X[,Y[,Z]]" -> {x, y, z}.
+Expected<std::array<std::uint32_t, 3>> parse_extents(std::string_view option, std::string_view text) {
+  std::array<std::uint32_t, 3> extents{1, 1, 1};
+  std::size_t count = 0;
+  std::string_view rest = trim(text);
+  while (true) {
+    const std::size_t comma = rest.find(',');
+    const std::string_view part = trim(rest.substr(0, comma));
+    if (count == 3)
+      return sdk::invalid_argument(std::string(option) + " '" + std::string(text) +
+                                   "' has more than 3 extents (X, X,Y or X,Y,Z)");
+    std::uint32_t value = 0;
+    auto [ptr, ec] = std::from_chars(part.data(), part.data() + part.size(), value);
+    if (part.empty() || ec != std::errc{} || ptr != part.data() + part.size() || value == 0)
+      return sdk::invalid_argument(std::string(option) + " '" + std::string(text) +
+                                   "': every extent must be an integer of at least 1 (X, X,Y or X,Y,Z)");
+    extents[count++] = value;
+    if (comma == std::string_view::npos) break;
+    rest = rest.substr(comma + 1);
+  }
+  const std::uint64_t total = std::uint64_t{extents[0]} * extents[1] * extents[2];
+  if (total > std::numeric_limits<std::uint32_t>::max())
+    return sdk::invalid_argument(std::string(option) + " '" + std::string(text) + "' has " + std::to_string(total) +
+                                 " in all, more than 2^32 - 1");
+  return extents;
+}
+
+std::string format_extents(std::uint32_t total, std::uint32_t y, std::uint32_t z) {
+  std::string s = std::to_string(total / (std::uint64_t{y} * z));
+  if (y != 1 || z != 1) s += "," + std::to_string(y);
+  if (z != 1) s += "," + std::to_string(z);
+  return s;
+}
+
+}  // namespace
+
+Expected<sdk::LaunchShape> parse_launch_shape(std::string_view grid, std::string_view block) {
+  QGPU_ASSIGN_OR_RETURN(const auto g, parse_extents("--grid", grid));
+  QGPU_ASSIGN_OR_RETURN(const auto b, parse_extents("--block", block));
+  sdk::LaunchShape shape;
+  shape.grid = g[0] * g[1] * g[2];
+  shape.grid_y = g[1];
+  shape.grid_z = g[2];
+  shape.block = b[0] * b[1] * b[2];
+  shape.block_y = b[1];
+  shape.block_z = b[2];
+  return shape;
+}
+
+std::string format_grid(const sdk::LaunchShape& shape) {
+  return format_extents(shape.grid, shape.grid_y, shape.grid_z);
+}
+
+std::string format_block(const sdk::LaunchShape& shape) {
+  return format_extents(shape.block, shape.block_y, shape.block_z);
 }
 
 std::string format_array(const std::vector<std::int32_t>& values) {

@@ -1,7 +1,7 @@
 // Command-line launch arguments: parsing VALUE and binding to parameters.
-#include <gtest/gtest.h>
-
 #include "qgpu/core/launch_args.h"
+
+#include <gtest/gtest.h>
 
 namespace qgpu::core {
 namespace {
@@ -108,6 +108,44 @@ TEST(LaunchArgs, FormatArray) {
   EXPECT_EQ(format_array({}), "[]");
   EXPECT_EQ(format_array({32}), "[32]");
   EXPECT_EQ(format_array({1, -2}), "[1, -2]");
+}
+
+TEST(LaunchArgs, LaunchShapes) {
+  auto one = core::parse_launch_shape("8", "32");
+  ASSERT_TRUE(one) << one.error().message();
+  EXPECT_EQ(one->grid, 8u);
+  EXPECT_EQ(one->block, 32u);
+  EXPECT_TRUE(one->one_dimensional());
+  EXPECT_EQ(core::format_grid(*one), "8");
+
+  auto two = core::parse_launch_shape("4,2", " 8 , 4 ");
+  ASSERT_TRUE(two) << two.error().message();
+  EXPECT_EQ(two->grid, 8u);
+  EXPECT_EQ(two->grid_x(), 4u);
+  EXPECT_EQ(two->grid_y, 2u);
+  EXPECT_EQ(two->grid_z, 1u);
+  EXPECT_EQ(two->block, 32u);
+  EXPECT_EQ(two->block_x(), 8u);
+  EXPECT_EQ(two->block_y, 4u);
+  EXPECT_FALSE(two->one_dimensional());
+  EXPECT_EQ(core::format_grid(*two), "4,2");
+  EXPECT_EQ(core::format_block(*two), "8,4");
+
+  auto three = core::parse_launch_shape("3,1,5", "2,3,4");
+  ASSERT_TRUE(three) << three.error().message();
+  EXPECT_EQ(three->grid, 15u);
+  EXPECT_EQ(three->grid_x(), 3u);
+  EXPECT_EQ(three->block, 24u);
+  EXPECT_EQ(three->block_x(), 2u);
+  EXPECT_EQ(three->block_z, 4u);
+  EXPECT_EQ(core::format_grid(*three), "3,1,5");
+
+  for (const char* bad : {"", "0", "4,0", "1,2,3,4", "a", "4,", ",4", "-1", "4x2", "65536,65536"}) {
+    auto shape = core::parse_launch_shape(bad, "1");
+    EXPECT_FALSE(shape) << "'" << bad << "'";
+    if (!shape) EXPECT_NE(shape.error().message().find("--grid '"), std::string::npos) << shape.error().message();
+  }
+  EXPECT_FALSE(core::parse_launch_shape("1", "2,2,0"));
 }
 
 }  // namespace

@@ -29,8 +29,8 @@ int run_info(const core::Host& host, const InfoOptions& options);
 struct RunOptions {
   std::string kernel_file;
   std::string kernel_name;  // --kernel; empty: the file's only kernel
-  std::uint32_t grid = 0;
-  std::uint32_t block = 0;
+  std::string grid;         // "X", "X,Y" or "X,Y,Z"
+  std::string block;
   std::vector<std::string> args;  // --arg [NAME=]VALUE, in order
   std::string engine = "interp";  // interp, circuit, model, or both (interp and circuit, arrays compared);
                                   // with --check and no --engine: model
@@ -80,19 +80,19 @@ struct GenerateOptions {
 int run_generate(const core::Host& host, const GenerateOptions& options);
 
 struct ChatOptions {
-  GenerateOptions text;            // system, max_tokens, sampling, stats
-  std::string gpu;                 // normal, advanced or off; empty: normal when the config has a machine
-  std::string engine = "model";    // where the tool's launches run: model, circuit or interp
-  std::string dtype = "f32";       // the model's layer math (text and launches)
-  bool check = true;               // model engines: every launch replayed against the interpreter
-  int attempts = 3;                // failed gpu_kernel calls per question
-  std::uint64_t max_steps = 0;     // the interpreter's block executions per launch (0: the machine's default)
+  GenerateOptions text;                 // system, max_tokens, sampling, stats
+  std::string gpu;                      // normal, advanced or off; empty: normal when the config has a machine
+  std::string engine = "model";         // where the tool's launches run: model, circuit or interp
+  std::string dtype = "f32";            // the model's layer math (text and launches)
+  bool check = true;                    // model engines: every launch replayed against the interpreter
+  int attempts = 3;                     // failed gpu_kernel calls per question
+  std::uint64_t max_steps = 0;          // the interpreter's block executions per launch (0: the machine's default)
   std::uint64_t max_launch_tokens = 0;  // model engines: generated tokens per launch (0: the machine's default)
-  std::string script;              // assistant turns forced from this file (chat_script.h)
-  bool json = false;               // the transcript and the calls as one JSON object at the end
-  bool silence = false;            // at the end: the merged model against the base on the conversation
-  std::string kernel_dir;          // --kernels
-  std::string executable;          // the running binary (the installed kernels/ library)
+  std::string script;                   // assistant turns forced from this file (chat_script.h)
+  bool json = false;                    // the transcript and the calls as one JSON object at the end
+  bool silence = false;                 // at the end: the merged model against the base on the conversation
+  std::string kernel_dir;               // --kernels
+  std::string executable;               // the running binary (the installed kernels/ library)
 };
 int run_chat(const core::Host& host, const ChatOptions& options);
 

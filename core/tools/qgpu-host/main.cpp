@@ -67,8 +67,8 @@ int main_impl(int argc, char** argv) {
   CLI::App* run = app.add_subcommand("run", "compile a CUDA (.cu) or PTX (.ptx) kernel and run one launch");
   run->add_option("kernel", run_options.kernel_file, "kernel source (.cu or .ptx)")->required();
   run->add_option("--kernel", run_options.kernel_name, "kernel to launch when the file defines several");
-  run->add_option("--grid", run_options.grid, "thread blocks (1-D)")->required();
-  run->add_option("--block", run_options.block, "threads per block (1-D)")->required();
+  run->add_option("--grid", run_options.grid, "thread blocks: X, X,Y or X,Y,Z (x fastest, as CUDA's dim3)")->required();
+  run->add_option("--block", run_options.block, "threads per block: X, X,Y or X,Y,Z")->required();
   run->add_option("--arg", run_options.args,
                   "[NAME=]VALUE: int32 scalar (42, -7, 0xff), array [1,2,-3] or zeros(N); in parameter order")
       ->allow_extra_args(false);
@@ -172,8 +172,9 @@ int main_impl(int argc, char** argv) {
                    "where launches run: model (default: the circuit merged in front of the base, in a sequence of "
                    "its own), circuit or interp")
       ->check(CLI::IsMember({"interp", "circuit", "model"}));
-  auto* chat_dtype = chat->add_option("--dtype", chat_options.dtype, "the layer math, f32 or bf16 (default: the config's)")
-                         ->check(CLI::IsMember({"f32", "bf16"}));
+  auto* chat_dtype =
+      chat->add_option("--dtype", chat_options.dtype, "the layer math, f32 or bf16 (default: the config's)")
+          ->check(CLI::IsMember({"f32", "bf16"}));
   chat->add_flag("--check,!--no-check", chat_options.check,
                  "replay every launch against the interpreter token by token (default on)");
   chat->add_option("--attempts", chat_options.attempts, "failed gpu_kernel calls allowed per question (default 3)")

@@ -43,9 +43,8 @@ int run_kernel(const core::Host& host, const RunOptions& options) {
   if (!std::filesystem::is_regular_file(options.kernel_file, ec)) {
     return report(sdk::not_found("kernel file '" + options.kernel_file + "' does not exist"));
   }
-  if (options.grid == 0 || options.block == 0) {
-    return report(sdk::invalid_argument("--grid and --block must be at least 1"));
-  }
+  auto shape = core::parse_launch_shape(options.grid, options.block);
+  if (!shape) return report(shape.error());
   const bool use_interp = options.engine == "interp" || options.engine == "both";
   const bool merged = options.engine == "model";
   const bool use_model = options.engine == "circuit" || options.engine == "both" || merged;
@@ -103,7 +102,7 @@ int run_kernel(const core::Host& host, const RunOptions& options) {
   auto launch = core::bind_args(**kernel, args);
   if (!launch) return report(launch.error());
 
-  auto program = (*launcher)->lower(**kernel, sdk::LaunchShape{options.grid, options.block});
+  auto program = (*launcher)->lower(**kernel, *shape);
   if (!program) return report(program.error());
   if (options.dump_program) {
     std::string listing = (*program)->dump();
@@ -148,8 +147,10 @@ int run_kernel(const core::Host& host, const RunOptions& options) {
     nlohmann::ordered_json out;
     out["kernel"] = (*kernel)->name;
     out["engine"] = options.engine;
-    out["grid"] = options.grid;
-    out["block"] = options.block;
+    out["grid"] = shape->grid;  // totals over all dimensions; the extents beside them
+    out["block"] = shape->block;
+    out["grid_dims"] = {shape->grid_x(), shape->grid_y, shape->grid_z};
+    out["block_dims"] = {shape->block_x(), shape->block_y, shape->block_z};
     out["arrays"] = nlohmann::ordered_json::object();
     for (const auto& a : arrays) out["arrays"][a.param] = a.array;
     out["stats"] = nlohmann::ordered_json::object();

@@ -40,6 +40,13 @@ sdk::Expected<ArgSpec> parse_arg(std::string_view text);
 // scalar parameters need scalars; every parameter must be bound exactly once.
 sdk::Expected<std::vector<sdk::LaunchArg>> bind_args(const sdk::KernelIR& kernel, const std::vector<ArgSpec>& args);
 
+// A launch's shape from the command line: `grid` and `block` each "X", "X,Y" or "X,Y,Z" (x
+// fastest, as CUDA's dim3), every extent at least 1; the totals must fit in 32 bits.
+sdk::Expected<sdk::LaunchShape> parse_launch_shape(std::string_view grid, std::string_view block);
+// "4" for a 1-D extent, else "4,2" or "4,2,3": the shape's grid and block as the user writes them.
+std::string format_grid(const sdk::LaunchShape& shape);
+std::string format_block(const sdk::LaunchShape& shape);
+
 // "[1, 2, 3]"
 std::string format_array(const std::vector<std::int32_t>& values);
 

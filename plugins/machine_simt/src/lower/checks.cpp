@@ -14,6 +14,14 @@ sdk::Status check_launch(const sdk::KernelIR& kernel, const sdk::LaunchShape& sh
   if (shape.grid == 0 || shape.block == 0)
     return sdk::invalid_argument("kernel '" + kernel.name + "': launch of grid " + std::to_string(shape.grid) +
                                  " x block " + std::to_string(shape.block) + " has no threads");
+  const std::uint64_t grid_yz = std::uint64_t{shape.grid_y} * shape.grid_z;
+  const std::uint64_t block_yz = std::uint64_t{shape.block_y} * shape.block_z;
+  if (grid_yz == 0 || block_yz == 0 || shape.grid % grid_yz != 0 || shape.block % block_yz != 0)
+    return sdk::invalid_argument("kernel '" + kernel.name + "': launch of grid " + std::to_string(shape.grid) +
+                                 " x block " + std::to_string(shape.block) +
+                                 " does not factor into its y and z extents (grid y " + std::to_string(shape.grid_y) +
+                                 ", z " + std::to_string(shape.grid_z) + "; block y " + std::to_string(shape.block_y) +
+                                 ", z " + std::to_string(shape.block_z) + ")");
   if (shape.block > static_cast<std::uint32_t>(config.max_block_threads))
     return diag.error(ErrorCode::kLimitExceeded, {},
                       "thread block of " + std::to_string(shape.block) + " threads exceeds max_block_threads " +

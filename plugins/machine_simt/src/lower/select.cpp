@@ -220,31 +220,6 @@ Status Selector::select_constant(const sdk::Instr& in) {
   }
 }
 
-Status Selector::select_special(const sdk::Instr& in) {
-  using SR = sdk::SpecialReg;
-  LoweredValue v;
-  v.form = Form::kSpecial;
-  switch (in.special) {
-    case SR::kTidX: v.special = Special::kTid; break;
-    case SR::kNtidX: v.special = Special::kNtid; break;
-    case SR::kCtaidX: v.special = Special::kCtaid; break;
-    case SR::kNctaidX: v.special = Special::kNctaid; break;
-    case SR::kLaneId: v.special = Special::kLaneId; break;
-    case SR::kTidY:
-    case SR::kTidZ:
-    case SR::kCtaidY:
-    case SR::kCtaidZ: v = LoweredValue::constant(0); break;
-    case SR::kNtidY:
-    case SR::kNtidZ:
-    case SR::kNctaidY:
-    case SR::kNctaidZ: v = LoweredValue::constant(1); break;
-    // CUDA's value; width-dependent code is checked at shfl/vote.
-    case SR::kWarpSize: v = LoweredValue::constant(32); break;
-  }
-  define(in, v);
-  return {};
-}
-
 // ---------------------------------------------------------------- arithmetic
 
 Status Selector::select_add_sub(const sdk::Instr& in) {

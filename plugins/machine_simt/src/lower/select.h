@@ -79,6 +79,9 @@ class Selector {
   Status select(const sdk::Instr& in);
   Status select_constant(const sdk::Instr& in);  // const, param, shared address
   Status select_special(const sdk::Instr& in);
+  sdk::Expected<Operand> divide_index(const sdk::Instr& in, Operand index, std::uint32_t divisor, std::uint32_t bound);
+  sdk::Expected<Operand> index_component(const sdk::Instr& in, Special linear, int axis, std::uint32_t x,
+                                         std::uint32_t y, std::uint32_t z);
   Status select_add_sub(const sdk::Instr& in);
   Status select_mul(const sdk::Instr& in);
   Status select_binary(const sdk::Instr& in);  // and/or/xor, shifts, min/max

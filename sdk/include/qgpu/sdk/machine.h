@@ -18,10 +18,18 @@
 
 namespace qgpu::sdk {
 
-// A 1-D launch: `grid` thread blocks of `block` threads.
+// A launch: `grid` thread blocks of `block` threads each, counted over all dimensions. A 2-D or
+// 3-D launch also names its y and z extents; x is then grid / (grid_y * grid_z) (likewise for the
+// block), and threads and blocks are numbered linearly with x fastest, as CUDA does.
 struct LaunchShape {
   std::uint32_t grid = 1;
   std::uint32_t block = 1;
+  std::uint32_t grid_y = 1, grid_z = 1;
+  std::uint32_t block_y = 1, block_z = 1;
+
+  std::uint32_t grid_x() const { return grid / (grid_y * grid_z); }
+  std::uint32_t block_x() const { return block / (block_y * block_z); }
+  bool one_dimensional() const { return grid_y == 1 && grid_z == 1 && block_y == 1 && block_z == 1; }
 };
 
 // A lowered kernel. Its representation belongs to the machine plugin; the
