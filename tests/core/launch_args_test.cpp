@@ -143,7 +143,9 @@ TEST(LaunchArgs, LaunchShapes) {
   for (const char* bad : {"", "0", "4,0", "1,2,3,4", "a", "4,", ",4", "-1", "4x2", "65536,65536"}) {
     auto shape = core::parse_launch_shape(bad, "1");
     EXPECT_FALSE(shape) << "'" << bad << "'";
-    if (!shape) EXPECT_NE(shape.error().message().find("--grid '"), std::string::npos) << shape.error().message();
+    if (!shape) {
+      EXPECT_NE(shape.error().message().find("--grid '"), std::string::npos) << shape.error().message();
+    }
   }
   EXPECT_FALSE(core::parse_launch_shape("1", "2,2,0"));
 }

@@ -44,6 +44,7 @@ struct RunOptions {
   bool records = false;
   bool stats = false;
   bool dump_program = false;
+  bool memcheck = false;
   std::uint64_t max_steps = 0;  // 0: the machine's default
 };
 int run_kernel(const core::Host& host, const RunOptions& options);

@@ -100,6 +100,9 @@ int main_impl(int argc, char** argv) {
   run->add_flag("--records", run_options.records,
                 "print the launch in the machine's token protocol: prompt records and the records the model must "
                 "generate");
+  run->add_flag("--memcheck", run_options.memcheck,
+                "interp: red zones around every array; an access past the end of its own array (or before its "
+                "start) stops the launch naming the array and the element, as compute-sanitizer's memcheck does");
   run->add_flag("--dump-program", run_options.dump_program, "print the lowered machine program");
   run->add_option("--max-steps", run_options.max_steps, "stop with an error after this many block executions");
 

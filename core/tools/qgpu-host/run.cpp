@@ -48,6 +48,12 @@ int run_kernel(const core::Host& host, const RunOptions& options) {
   const bool use_interp = options.engine == "interp" || options.engine == "both";
   const bool merged = options.engine == "model";
   const bool use_model = options.engine == "circuit" || options.engine == "both" || merged;
+  if (options.memcheck && options.engine != "interp")
+    return report(sdk::invalid_argument(
+        "--memcheck runs on the interpreter only (its red zones move the arrays apart): use --engine interp"));
+  if (options.memcheck && options.records)
+    return report(
+        sdk::invalid_argument("--memcheck and --records exclude each other (the protocol's arrays are adjacent)"));
   if (options.dense && !merged) return report(sdk::invalid_argument("--dense applies to --engine model only"));
   if (!options.silence.empty() && !merged)
     return report(sdk::invalid_argument("--silence applies to --engine model only"));
@@ -68,6 +74,7 @@ int run_kernel(const core::Host& host, const RunOptions& options) {
   launcher_options.dense = options.dense;
   launcher_options.interpret.trace = options.trace;
   launcher_options.interpret.records = options.records;
+  launcher_options.interpret.memcheck = options.memcheck;
   if (options.max_steps > 0) launcher_options.interpret.max_steps = options.max_steps;
   sdk::ModelRunOptions& model_options = launcher_options.model;
   model_options.dtype = options.dtype;

@@ -31,7 +31,13 @@ std::string mask_str(unsigned mask, int lanes) {
 class Interpreter {
  public:
   Interpreter(const Program& p, const MemoryLayout& layout, const sdk::InterpretOptions& opt, LaunchObserver* observer)
-      : p_(p), layout_(layout), opt_(opt), observer_(observer), lanes_(p.config.lanes), rows_(p.rows_per_block()) {}
+      : p_(p), layout_(layout), opt_(opt), observer_(observer), lanes_(p.config.lanes), rows_(p.rows_per_block()) {
+    if (layout.red_zone > 0) {  // memcheck: which words are red
+      red_.assign(static_cast<std::size_t>(layout.total_words), true);
+      for (std::size_t i = 0; i < layout.base_word.size(); ++i)
+        for (int j = 0; j < layout.words[i]; ++j) red_[static_cast<std::size_t>(layout.base_word[i] + j)] = false;
+    }
+  }
 
   sdk::Status load_image() {
     const std::vector<std::uint64_t> image = p_.image(layout_.param_values);
@@ -157,7 +163,9 @@ class Interpreter {
     if (!where.empty()) msg += " (" + where + ")";
     msg += ": byte address " + std::to_string(addr);
     if (misaligned) return sdk::invalid_argument(msg + " is not a multiple of 4");
-    msg += " (word " + std::to_string(addr / 4) + ") is outside ";
+    msg += " (word " + std::to_string(addr / 4) + ") is ";
+    if (!shared && layout_.red_zone > 0) return sdk::invalid_argument(msg + red_zone_text(addr / 4));
+    msg += "outside ";
     if (shared)
       msg += "the " + std::to_string(p_.shared_words_used) +
              " words of shared memory the kernel declares (the machine has " + std::to_string(p_.config.shared_words) +
@@ -166,6 +174,21 @@ class Interpreter {
       msg += "the " + std::to_string(layout_.total_words) + " words holding the launch's arrays (global memory has " +
              std::to_string(p_.config.global_words) + ")";
     return sdk::invalid_argument(msg);
+  }
+
+  // Memcheck: where a word in a red zone or past all arrays lies, relative to the nearest array.
+  std::string red_zone_text(std::uint32_t word) const {
+    const auto at = static_cast<std::int64_t>(word);
+    const auto zone = static_cast<std::int64_t>(layout_.red_zone);
+    for (std::size_t i = 0; i < layout_.base_word.size(); ++i) {
+      const std::int64_t base = layout_.base_word[i], end = base + layout_.words[i];
+      if (layout_.words[i] == 0) continue;
+      const std::string array = " of array '" + p_.params[i].name + "', which has " + std::to_string(layout_.words[i]) +
+                                " words (in a red zone: memcheck)";
+      if ((at >= end && at < end + zone) || (at >= base - zone && at < base))
+        return "element " + std::to_string(at - base) + array;
+    }
+    return "outside every array and their red zones (memcheck)";
   }
 
   sdk::Status exec_block(int w, std::uint32_t b, unsigned mask) {
@@ -185,7 +208,8 @@ class Interpreter {
       auto word_of = [&](int l, std::uint32_t& word, const char* what) -> sdk::Status {
         const std::uint32_t addr = lanes[l].r[in.a] + in.imm;
         if (addr % 4 != 0) return memory_error(what, w, l, b, slot, addr, shared, true);
-        if (addr / 4 >= words) return memory_error(what, w, l, b, slot, addr, shared, false);
+        if (addr / 4 >= words || (!shared && !red_.empty() && red_[addr / 4]))
+          return memory_error(what, w, l, b, slot, addr, shared, false);
         word = addr / 4;
         return {};
       };
@@ -306,6 +330,7 @@ class Interpreter {
   std::vector<Instr> code_;
   std::uint32_t nblocks_ = 0;
   std::vector<std::uint32_t>* global_ = nullptr;
+  std::vector<bool> red_;  // memcheck: the words of the red zones
   std::vector<std::uint32_t> shared_;
   std::vector<std::vector<Lane>> warps_;
   std::uint32_t cta_ = 0;
@@ -315,7 +340,7 @@ class Interpreter {
 
 }  // namespace
 
-sdk::Expected<MemoryLayout> layout_arguments(const Program& p, const std::vector<sdk::LaunchArg>& args) {
+sdk::Expected<MemoryLayout> layout_arguments(const Program& p, const std::vector<sdk::LaunchArg>& args, int red_zone) {
   const std::string kernel = "kernel '" + p.kernel_name + "': ";
   if (args.size() != p.params.size()) {
     std::string names;
@@ -324,7 +349,8 @@ sdk::Expected<MemoryLayout> layout_arguments(const Program& p, const std::vector
                                  "), got " + std::to_string(args.size()) + " launch arguments");
   }
   MemoryLayout m;
-  std::int64_t words = 0;
+  m.red_zone = red_zone;
+  std::int64_t words = 0, zones = 0;
   for (std::size_t i = 0; i < args.size(); ++i) {
     const ProgramParam& q = p.params[i];
     const sdk::LaunchArg& a = args[i];
@@ -335,11 +361,14 @@ sdk::Expected<MemoryLayout> layout_arguments(const Program& p, const std::vector
       return sdk::invalid_argument(kernel + "parameter '" + q.name + "' is " + (q.pointer ? "a pointer" : "a scalar") +
                                    " but its launch argument is " + (a.is_array ? "an array" : "a scalar"));
     if (q.pointer) {
-      m.base_word.push_back(static_cast<int>(words));
-      m.param_values.push_back(static_cast<std::uint32_t>(words * 4));
+      zones += red_zone;
+      m.base_word.push_back(static_cast<int>(words + zones));
+      m.param_values.push_back(static_cast<std::uint32_t>((words + zones) * 4));
+      m.words.push_back(static_cast<int>(a.array.size()));
       words += static_cast<std::int64_t>(a.array.size());
     } else {
       m.base_word.push_back(-1);
+      m.words.push_back(0);
       m.param_values.push_back(static_cast<std::uint32_t>(a.scalar));
     }
   }
@@ -347,15 +376,18 @@ sdk::Expected<MemoryLayout> layout_arguments(const Program& p, const std::vector
     return sdk::limit_exceeded(kernel + "the launch's arrays need " + std::to_string(words) +
                                " words of global memory, the machine has " + std::to_string(p.config.global_words) +
                                " (over by " + std::to_string(words - p.config.global_words) + ")");
-  m.total_words = static_cast<int>(words);
+  m.total_words = static_cast<int>(words + zones + (zones > 0 ? red_zone : 0));
   return m;
 }
 
 sdk::Expected<sdk::LaunchResult> interpret_program(const Program& program, const std::vector<sdk::LaunchArg>& args,
                                                    const sdk::InterpretOptions& options, LaunchObserver* observer) {
-  auto layout = layout_arguments(program, args);
+  if (options.memcheck && (options.records || observer != nullptr))
+    return sdk::invalid_argument("memcheck moves the arrays apart: it cannot encode the launch in the token protocol");
+  auto layout = layout_arguments(program, args, options.memcheck ? kRedZoneWords : 0);
   if (!layout) return layout.error();
-  std::vector<std::uint32_t> global(static_cast<std::size_t>(program.config.global_words), 0u);
+  std::vector<std::uint32_t> global(
+      static_cast<std::size_t>(std::max(program.config.global_words, layout->total_words)), 0u);
   for (std::size_t i = 0; i < args.size(); ++i)
     if (args[i].is_array)
       for (std::size_t j = 0; j < args[i].array.size(); ++j)

@@ -17,9 +17,16 @@ namespace qgpu::simt {
 struct MemoryLayout {
   std::vector<std::uint32_t> param_values;  // per parameter: the scalar, or the array's base byte address
   std::vector<int> base_word;               // per parameter: first word of the array, -1 for scalars
-  int total_words = 0;
+  std::vector<int> words;                   // per parameter: the array's words, 0 for scalars
+  int total_words = 0;                      // the words holding the arrays (and their red zones)
+  int red_zone = 0;                         // unused words before, between and after the arrays
 };
-sdk::Expected<MemoryLayout> layout_arguments(const Program& program, const std::vector<sdk::LaunchArg>& args);
+// Arrays laid out from word 0 in parameter order, adjacent, or (red_zone > 0, InterpretOptions::
+// memcheck) with red_zone unused words before each array and after the last.
+sdk::Expected<MemoryLayout> layout_arguments(const Program& program, const std::vector<sdk::LaunchArg>& args,
+                                             int red_zone = 0);
+// Memcheck's red zones: words between arrays, 32 (128 bytes) each.
+inline constexpr int kRedZoneWords = 32;
 
 // Lane state as the scheduler sees it (docs/ISA.md section 5).
 enum class LaneRun : std::uint8_t { kAbsent, kRunning, kBarrier, kExited };

@@ -62,6 +62,10 @@ struct InterpretOptions {
   bool trace = false;
   bool records = false;  // also encode the launch in the machine's token protocol (prompt + expected stream)
   std::uint64_t max_steps = 10'000'000;  // block executions before the run is stopped with an error
+  // Red zones of unused words around every array (its own addresses then differ from a plain
+  // run's): an access that lands in one is a fault naming the array it overran, as
+  // compute-sanitizer's memcheck reports it. Not with `records` (the protocol's layout has none).
+  bool memcheck = false;
 };
 
 }  // namespace qgpu::sdk
