@@ -22,7 +22,7 @@ sdk::Expected<std::unique_ptr<Program>> lower_kernel(const sdk::KernelIR& kernel
   QGPU_ASSIGN_OR_RETURN(const lower::Function function,
                         lower::select_instructions(kernel, shape, config, order, analysis, shared, diag));
   QGPU_ASSIGN_OR_RETURN(const lower::Registers registers, lower::allocate_registers(function, config, kernel, diag));
-  return lower::emit_program(function, registers, kernel, shape, config, shared.words, diag);
+  return lower::emit_program(function, registers, kernel, shape, config, shared.words + function.scratch_words, diag);
 }
 
 }  // namespace qgpu::simt

@@ -15,8 +15,8 @@
 
 #include "interp.h"
 #include "ir_builder.h"
-#include "kernels.h"
 #include "isa.h"
+#include "kernels.h"
 #include "lower.h"
 
 namespace qgpu::simt::test {
@@ -529,6 +529,129 @@ TEST(Kernels, WidthFourShuffleReductions) {
   }
 }
 
+// A CUDA warp of 32 threads on 4-lane machine warps: shuffles at widths 8, 16 and 32, with
+// constant and per-thread source operands, on a full warp and a partial one (20 threads, where a
+// thread that does not exist reads 0), against the PTX ISA's shfl.sync pseudo-code.
+TEST(Kernels, CudaWarpShufflesAcrossMachineWarps) {
+  auto reference = [](sdk::ShflMode mode, int lane, std::uint32_t b, int width) {
+    const int bval = static_cast<int>(b & 31), seg = (32 - width) & 31;  // PTX reads b[4:0]
+    const int max_lane = (lane & seg) | (31 & ~seg), min_lane = lane & seg;
+    int j = lane;
+    bool p = true;
+    switch (mode) {
+      case sdk::ShflMode::kIdx: j = min_lane | (bval & ~seg & 31), p = j <= max_lane; break;
+      case sdk::ShflMode::kUp: j = lane - bval, p = j >= min_lane; break;
+      case sdk::ShflMode::kDown: j = lane + bval, p = j <= max_lane; break;
+      case sdk::ShflMode::kBfly: j = lane ^ bval, p = j <= max_lane; break;
+    }
+    return std::pair<int, bool>(p ? j : lane, p);
+  };
+  std::mt19937 rng(77);
+  for (sdk::ShflMode mode : {sdk::ShflMode::kIdx, sdk::ShflMode::kUp, sdk::ShflMode::kDown, sdk::ShflMode::kBfly})
+    for (int width : {8, 16, 32})
+      for (int b : {-1, 0, 1, 3, 5, 8, 16, 31, 33})  // -1: a different source operand per thread
+        for (std::uint32_t block : {32u, 20u}) {
+          IrBuilder k("shfl32");
+          const ValueId pin = k.ptr_param("in"), pb = k.ptr_param("b"), pout = k.ptr_param("out"),
+                        ppred = k.ptr_param("pred");
+          const ValueId t = k.tid();
+          const ValueId v = k.load(k.element(pin, t));
+          const ValueId lane = b < 0 ? k.load(k.element(pb, t)) : k.c32(b);
+          const ValueId sh = k.shfl(mode, v, lane, width);
+          const ValueId p = k.emit(Opcode::kShflPred, IrType::kI1, {sh});
+          k.store(k.element(pout, t), sh);
+          k.store(k.element(ppred, t), k.un(Opcode::kZExt, p, IrType::kI32));
+          k.ret();
+          std::vector<std::int32_t> in(block), bs(block);
+          for (auto& x : in) x = static_cast<std::int32_t>(rng() % 1000) + 1;
+          for (auto& x : bs) x = static_cast<std::int32_t>(rng() % 40);
+          MachineConfig cfg;
+          cfg.global_words = 256;
+          auto r = run(k.k, {1, block},
+                       {arr("in", in), arr("b", bs), arr("out", std::vector<std::int32_t>(block, 0)),
+                        arr("pred", std::vector<std::int32_t>(block, 0))},
+                       cfg);
+          ASSERT_TRUE(r) << r.status().to_string();
+          for (int l = 0; l < static_cast<int>(block); ++l) {
+            auto [j, ok] =
+                reference(mode, l, b < 0 ? static_cast<std::uint32_t>(bs[l]) : static_cast<std::uint32_t>(b), width);
+            const int want = j < static_cast<int>(block) ? in[j] : 0;
+            EXPECT_EQ(r->arrays[2].array[l], want) << "mode " << static_cast<int>(mode) << " width " << width << " b "
+                                                   << b << " block " << block << " lane " << l;
+            EXPECT_EQ(r->arrays[3].array[l], ok ? 1 : 0)
+                << "pred: mode " << static_cast<int>(mode) << " width " << width << " b " << b << " lane " << l;
+          }
+        }
+}
+
+// The standard warp reduction (offsets 16 ... 1) and votes over 32-thread blocks, several blocks.
+TEST(Kernels, CudaWarpReductionAndVotes) {
+  IrBuilder k("warp");
+  const ValueId pin = k.ptr_param("in"), pout = k.ptr_param("out");
+  const ValueId gid = k.global_index();
+  const ValueId x = k.load(k.element(pin, gid));
+  ValueId v = x;
+  for (int o = 16; o > 0; o /= 2) v = k.bin(Opcode::kAdd, v, k.shfl(sdk::ShflMode::kDown, v, k.c32(o), 32));
+  const ValueId p = k.icmp(CmpPred::kSgt, x, k.c32(500));
+  const ValueId ballot = k.vote(sdk::VoteMode::kBallot, p);
+  const ValueId any = k.un(Opcode::kZExt, k.vote(sdk::VoteMode::kAny, p), IrType::kI32);
+  const ValueId all = k.un(Opcode::kZExt, k.vote(sdk::VoteMode::kAll, p), IrType::kI32);
+  const ValueId uni = k.un(Opcode::kZExt, k.vote(sdk::VoteMode::kUni, p), IrType::kI32);
+  const ValueId base = k.bin(Opcode::kMul, gid, k.c32(5));
+  auto put = [&](int i, ValueId val) { k.store(k.element(pout, k.bin(Opcode::kAdd, base, k.c32(i))), val); };
+  put(0, v);
+  put(1, ballot);
+  put(2, any);
+  put(3, all);
+  put(4, uni);
+  k.ret();
+  MachineConfig cfg;  // 4 reductions and 4 votes need more than the default 32 ROM blocks
+  cfg.global_words = 1024;
+  cfg.shared_words = 64;
+  cfg.rom_blocks = 64;
+  for (int variant = 0; variant < 3; ++variant) {
+    std::vector<std::int32_t> in(96);
+    for (std::size_t i = 0; i < in.size(); ++i)
+      in[i] = variant == 0 ? static_cast<std::int32_t>(i * 37 % 1000) : variant == 1 ? 501 + static_cast<int>(i) : 7;
+    auto r = run(k.k, {3, 32}, {arr("in", in), arr("out", std::vector<std::int32_t>(5 * 96, 0))}, cfg);
+    ASSERT_TRUE(r) << r.status().to_string();
+    for (int blk = 0; blk < 3; ++blk) {
+      std::uint32_t want_ballot = 0;
+      for (int l = 0; l < 32; ++l) want_ballot |= static_cast<std::uint32_t>(in[32 * blk + l] > 500) << l;
+      for (int l = 0; l < 32; ++l) {
+        // The down-reduction: lane l holds the sum of lanes l .. 31 reached through offsets 16 ... 1,
+        // lanes past 31 keeping their own values; lane 0 gets the block's sum.
+        std::vector<std::int64_t> w(in.begin() + 32 * blk, in.begin() + 32 * blk + 32);
+        for (int o = 16; o > 0; o /= 2) {
+          std::vector<std::int64_t> n = w;
+          for (int q = 0; q < 32; ++q) n[q] = w[q] + (q + o < 32 ? w[q + o] : w[q]);
+          w = n;
+        }
+        const int at = 5 * (32 * blk + l);
+        EXPECT_EQ(r->arrays[1].array[at], static_cast<std::int32_t>(w[l])) << variant << " " << blk << " " << l;
+        EXPECT_EQ(static_cast<std::uint32_t>(r->arrays[1].array[at + 1]), want_ballot);
+        EXPECT_EQ(r->arrays[1].array[at + 2], want_ballot != 0);
+        EXPECT_EQ(r->arrays[1].array[at + 3], want_ballot == 0xffffffffu);
+        EXPECT_EQ(r->arrays[1].array[at + 4], want_ballot == 0 || want_ballot == 0xffffffffu);
+      }
+    }
+  }
+  // Default shared_words (32): the 32 shuffle slots and the vote word do not fit together.
+  auto r = run(k.k, {1, 32},
+               {arr("in", std::vector<std::int32_t>(32, 1)), arr("out", std::vector<std::int32_t>(160, 0))}, [] {
+                 MachineConfig c;
+                 c.global_words = 1024;
+                 c.rom_blocks = 64;
+                 return c;
+               }());
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.status().to_string(),
+            "test.cu:1:1: error: kernel 'warp': shared memory needs 33 words per thread block (0 for __shared__ "
+            "variables, 33 of scratch "
+            "for warp collectives across machine warps), the machine has 32 (over by 1); raise the machine option "
+            "shared_words (the circuit holds 512)");
+}
+
 TEST(Kernels, DivergentIfElseRejoins) {
   // r = (a[i] & 1) ? a[i] - 100 : a[i] * 3; out[i] = r + i
   const sdk::KernelIR k = ifelse_kernel();
@@ -598,12 +721,13 @@ TEST(Kernels, VotesExactForBlocksOfFourThreads) {
     for (std::size_t l = 0; l < a.size(); ++l)
       EXPECT_EQ(r->arrays[1].array[l], ballot_want + (any_want << 8) + (all_want << 9));
   }
-  auto r = run(b.k, {1, 8}, {arr("a", std::vector<std::int32_t>(8, 1)), arr("out", std::vector<std::int32_t>(8, 0))});
-  ASSERT_FALSE(r);
-  EXPECT_EQ(r.status().to_string(),
-            "test.cu:" + std::to_string(ballot_line) +
-                ":3: error: kernel 'vote': vote.ballot covers a 32-lane CUDA warp but the machine's warps have 4 "
-                "lanes; it is exact only for thread blocks of at most 4 threads (this launch has 8)");
+  // 8 threads: two machine warps, one CUDA warp (through shared memory and block barriers).
+  auto r = run(b.k, {1, 8}, {arr("a", {1, 1, 1, 1, 1, 1, 1, 1}), arr("out", std::vector<std::int32_t>(8, 0))});
+  ASSERT_TRUE(r) << r.status().to_string();
+  for (int l = 0; l < 8; ++l) EXPECT_EQ(r->arrays[1].array[l], 0xff + (1 << 8) + (1 << 9));
+  r = run(b.k, {1, 8}, {arr("a", {1, 0, 1, 1, 1, 1, 1, 9}), arr("out", std::vector<std::int32_t>(8, 0))});
+  ASSERT_TRUE(r) << r.status().to_string();
+  for (int l = 0; l < 8; ++l) EXPECT_EQ(r->arrays[1].array[l], 0xfd + (1 << 8)) << ballot_line;
 }
 
 TEST(Kernels, NarrowIntegersAsClangEmitsThem) {
@@ -853,12 +977,58 @@ TEST(Diagnostics, RejectsWhatTheMachineCannotComputeExactly) {
     const std::uint32_t line = b.last().loc.line;
     b.store(pa, sh);
     b.ret();
+    ASSERT_TRUE(lower_kernel(b.k, {1, 32}, {}));  // one CUDA warp: exact
+    MachineConfig cfg;
+    cfg.max_block_threads = 64;
+    auto r = lower_kernel(b.k, {1, 64}, cfg);
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.status().to_string(),
+              "test.cu:" + std::to_string(line) +
+                  ":3: error: kernel 'wide_shfl': shfl.down across a 32-thread CUDA warp is lowered with block "
+                  "barriers, which is exact only when the thread block is one CUDA warp (at most 32 threads; this "
+                  "launch has 64)");
+  }
+  {
+    IrBuilder b("half_mask");
+    const ValueId pa = b.ptr_param("a");
+    const ValueId v = b.load(pa);
+    const ValueId sh = b.emit(Opcode::kShfl, IrType::kI32, {v, b.c32(1), b.c32(0x1f), b.c32(0xffff)});
+    b.last().shfl = sdk::ShflMode::kDown;
+    const std::uint32_t line = b.last().loc.line;
+    b.store(pa, sh);
+    b.ret();
     auto r = lower_kernel(b.k, {1, 32}, {});
     ASSERT_FALSE(r);
     EXPECT_EQ(r.status().to_string(),
               "test.cu:" + std::to_string(line) +
-                  ":3: error: kernel 'wide_shfl': shfl.down with width 32 spans 32 lanes, the machine's warps "
-                  "have 4 (pass a width of at most 4, e.g. __shfl_down_sync(mask, v, d, 4))");
+                  ":3: error: kernel 'half_mask': shfl.down needs the full member mask (0xffffffff); this one is "
+                  "0xffff: a collective of part of a CUDA warp is not supported (the machine synchronises the whole "
+                  "thread block)");
+  }
+  {
+    // if (a[tid] > 0) a[tid] = __ballot_sync(~0u, 1): only some threads reach the vote.
+    IrBuilder b("divergent_vote");
+    const ValueId pa = b.ptr_param("a");
+    const ValueId addr = b.element(pa, b.tid());
+    const ValueId v = b.load(addr);
+    const int body = b.block("body"), exit = b.block("exit");
+    b.at(0);
+    b.cond_br(b.icmp(CmpPred::kSgt, v, b.c32(0)), body, {}, exit);
+    b.at(body);
+    const ValueId ballot = b.vote(sdk::VoteMode::kBallot, b.emit(Opcode::kConst, IrType::kI1, {}, 1));
+    const std::uint32_t line = b.last().loc.line;
+    b.store(addr, ballot);
+    b.br(exit);
+    b.at(exit);
+    b.ret();
+    auto r = lower_kernel(b.k, {1, 32}, {});
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.status().to_string(),
+              "test.cu:" + std::to_string(line) +
+                  ":3: error: kernel 'divergent_vote': vote.ballot may be reached by only some threads of the CUDA "
+                  "warp (it is under a branch on a thread-dependent condition); the machine exchanges through a block "
+                  "barrier that needs every thread there: move it out of the branch (compute its operand with a "
+                  "select)");
   }
   {
     IrBuilder b("wide_i64");

@@ -72,6 +72,7 @@ struct Function {
   std::vector<Block> blocks;  // by block id
   std::vector<int> layout;    // every block id, in program order (the entry first)
   int vregs = 0;              // virtual registers 0..vregs-1
+  int scratch_words = 0;      // shared words after the __shared__ variables (CUDA-warp collectives)
 };
 
 }  // namespace qgpu::simt::lower

@@ -68,6 +68,7 @@ sdk::Expected<Function> Selector::run() {
       QGPU_RETURN_IF_ERROR(select(in));
     }
   }
+  QGPU_RETURN_IF_ERROR(finish_warp_scratch());
   // Each block's edge copies just before it, then its chain.
   for (std::size_t b : order_.order) {
     for (int e : edges_before_[b]) function_.layout.push_back(e);

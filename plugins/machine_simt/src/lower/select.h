@@ -12,6 +12,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <set>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "config.h"
@@ -101,6 +103,21 @@ class Selector {
   Status select_shuffle(const sdk::Instr& in);
   Status select_vote(const sdk::Instr& in);
 
+  // select_warp.cpp: collectives of a 32-thread CUDA warp across machine warps, through block
+  // barriers and a shared-memory scratch region after the kernel's __shared__ variables.
+  Status select_shuffle_across(const sdk::Instr& in, const sdk::Instr& sh, const std::string& name,
+                               std::uint32_t width);
+  Status select_vote_across(const sdk::Instr& in, const std::string& name);
+  Status check_cuda_warp(const sdk::Instr& in, const std::string& name, sdk::ValueId member_mask);
+  std::uint32_t cuda_warp_mask() const;  // the block's threads as a CUDA member mask
+  // The in-range predicate of a shuffle (and, with `source`, the source lane).
+  Operand shuffle_in_range(sdk::ShflMode mode, Operand b, std::uint32_t width, Operand* source);
+  void block_barrier(const char* suffix);
+  int warp_slots_base();
+  void append_vote_word_access(Instruction mi);
+  // Places the vote word, sizes the scratch and checks it against shared_words.
+  Status finish_warp_scratch();
+
   // select_branches.cpp
   Status select_barrier(const sdk::Instr& in);
   Status select_branch(const sdk::Instr& in);
@@ -134,12 +151,15 @@ class Selector {
   const Diagnostics& diag_;
   Function function_;
   Builder builder_;
-  std::vector<LoweredValue> values_;            // by KernelIR value
-  std::vector<Operand> high_;                   // by KernelIR value: the high words of wide values
-  std::set<sdk::ValueId> dead_args_;            // block arguments nothing reads: no copies
-  std::vector<std::vector<int>> chains_;        // by KernelIR block: the machine blocks it becomes
-  std::vector<std::vector<int>> edges_before_;  // by KernelIR block: edge-copy blocks placed before it
-  std::size_t current_ir_ = 0;                  // the KernelIR block being selected
+  std::vector<LoweredValue> values_;                         // by KernelIR value
+  std::vector<Operand> high_;                                // by KernelIR value: the high words of wide values
+  std::set<sdk::ValueId> dead_args_;                         // block arguments nothing reads: no copies
+  std::vector<std::vector<int>> chains_;                     // by KernelIR block: the machine blocks it becomes
+  std::vector<std::vector<int>> edges_before_;               // by KernelIR block: edge-copy blocks placed before it
+  std::size_t current_ir_ = 0;                               // the KernelIR block being selected
+  bool uses_warp_slots_ = false, uses_warp_word_ = false;    // select_warp.cpp's scratch
+  std::vector<std::pair<int, std::size_t>> vote_word_refs_;  // (block, index) of accesses to the vote word
+  std::vector<bool> divergent_;  // by KernelIR block (divergence.h), computed at the first collective
 };
 
 }  // namespace qgpu::simt::lower

@@ -1,5 +1,6 @@
 // Instruction selection for memory (loads, stores, atomics) and for the warp operations
 // (shuffles, votes), which the machine has only for its own warp width.
+#include <algorithm>
 #include <bit>
 #include <string>
 
@@ -114,24 +115,21 @@ Status Selector::select_shuffle(const sdk::Instr& in) {
   if (clamp != (sh->shfl == sdk::ShflMode::kUp ? 0u : 0x1fu))
     return diag_.unsupported(
         in, name + ": clamp " + std::to_string(clamp) + " in c is not what CUDA's __shfl_*_sync emits");
-  if (width > static_cast<std::uint32_t>(config_.lanes))
-    return diag_.unsupported(in, name + " with width " + std::to_string(width) + " spans " + std::to_string(width) +
-                                     " lanes, the machine's warps have " + std::to_string(config_.lanes) +
-                                     " (pass a width of at most " + std::to_string(config_.lanes) +
-                                     ", e.g. __shfl_down_sync(mask, v, d, " + std::to_string(config_.lanes) + "))");
-  QGPU_ASSIGN_OR_RETURN(auto* value, lookup(in, sh->operands[0]));
   QGPU_ASSIGN_OR_RETURN(const Operand lane, resolved(in, sh->operands[1]));
-  if (sh->shfl == sdk::ShflMode::kBfly &&
-      !(lane.is_plain_imm() && lane.imm < static_cast<std::uint32_t>(config_.lanes)))
-    return diag_.unsupported(in, name + ": the lane mask must be a constant below " + std::to_string(config_.lanes) +
-                                     " (a larger mask reaches another " + std::to_string(config_.lanes) +
-                                     "-lane warp)");
+  // Inside the machine warp (a segment of at most `lanes` threads, or a butterfly whose partner is
+  // in the same aligned group of `lanes` threads): one machine shuffle. Otherwise the data crosses
+  // machine warps (select_warp.cpp).
+  const std::uint32_t lanes = static_cast<std::uint32_t>(config_.lanes);
+  const bool in_warp = sh->shfl == sdk::ShflMode::kBfly ? lane.is_plain_imm() && lane.imm < lanes : width <= lanes;
+  if (!in_warp) return select_shuffle_across(in, *sh, name, width);
+  if (in.op == Opcode::kShfl && result_unused(in)) return {};
+  QGPU_ASSIGN_OR_RETURN(auto* value, lookup(in, sh->operands[0]));
   static const Op kOps[] = {Op::kShflIdx, Op::kShflUp, Op::kShflDown, Op::kShflBfly};
   Instruction mi;
   mi.op = kOps[static_cast<int>(sh->shfl)];
   mi.a = builder_.in_register(resolve(*value));
   mi.b = lane;
-  mi.flags = static_cast<std::uint8_t>(std::countr_zero(width) << kFlagWidthShift);
+  mi.flags = static_cast<std::uint8_t>(std::countr_zero(std::min(width, lanes)) << kFlagWidthShift);
   if (in.op == Opcode::kShflPred) mi.flags |= kFlagPred;
   mi.dest = builder_.new_vreg();
   if (in.result != 0) values_[in.result] = LoweredValue::in_register(mi.dest);
@@ -143,12 +141,9 @@ Status Selector::select_vote(const sdk::Instr& in) {
   static const char* kModes[] = {"all", "any", "uni", "ballot"};
   const std::string name = std::string("vote.") + kModes[static_cast<int>(in.vote)];
   if (in.operands.empty()) return diag_.error(in, ErrorCode::kInvalidArgument, name + " has no operand");
-  // With blocks of at most `lanes` threads every CUDA warp is one machine warp, so votes are exact.
-  if (shape_.block > static_cast<std::uint32_t>(config_.lanes))
-    return diag_.unsupported(
-        in, name + " covers a 32-lane CUDA warp but the machine's warps have " + std::to_string(config_.lanes) +
-                " lanes; it is exact only for thread blocks of at most " + std::to_string(config_.lanes) +
-                " threads (this launch has " + std::to_string(shape_.block) + ")");
+  // With blocks of at most `lanes` threads every CUDA warp is one machine warp: one machine ballot.
+  // Larger blocks vote across machine warps (select_warp.cpp).
+  if (shape_.block > static_cast<std::uint32_t>(config_.lanes)) return select_vote_across(in, name);
   QGPU_ASSIGN_OR_RETURN(const Operand predicate, resolved(in, in.operands[0]));
   const int ballot = builder_.emit(Op::kBallot, predicate);
   Operand r = Operand::reg(ballot);
