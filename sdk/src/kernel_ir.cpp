@@ -310,6 +310,10 @@ std::string check_instr(const KernelIR& k, const Instr& in, const std::vector<co
       if (in.type != (in.vote == VoteMode::kBallot ? IrType::kI32 : IrType::kI1)) return "wrong result type";
       return {};
     case Opcode::kBarrier:
+      if (in.imm == 0) return count(0);
+      if (in.imm != 1) return "imm must be 0 (block barrier) or 1 (CUDA-warp barrier)";
+      if (!(e = count(1)).empty()) return e;
+      return ty(0) == IrType::kI32 ? std::string() : "the member mask must be i32";
     case Opcode::kRet: return count(0);
     case Opcode::kBr:
       if (!(e = count(0)).empty()) return e;
@@ -452,6 +456,9 @@ std::string dump_kernel_ir(const KernelIR& k) {
           break;
         case Opcode::kShfl: line += "." + std::string(shfl_mode_name(in.shfl)); break;
         case Opcode::kVote: line += "." + std::string(vote_mode_name(in.vote)); break;
+        case Opcode::kBarrier:
+          if (in.imm == 1) line += ".warp";
+          break;
         default: break;
       }
       if (in.type != IrType::kVoid) line += " " + std::string(ir_type_name(in.type));

@@ -123,6 +123,14 @@ QGPU_DEV int __all_sync(unsigned mask, int pred) {
 QGPU_DEV int __any_sync(unsigned mask, int pred) {
   return __nvvm_vote_any_sync(mask, pred != 0);
 }
+QGPU_DEV int __uni_sync(unsigned mask, int pred) {
+  return __nvvm_vote_uni_sync(mask, pred != 0);
+}
+
+// --- warp synchronisation (bar.warp.sync; the machine decides what synchronises a CUDA warp)
+QGPU_DEV void __syncwarp(unsigned mask = 0xffffffffu) {
+  __nvvm_bar_warp_sync(mask);
+}
 
 // --- bit manipulation (CUDA semantics: __clz(0) == 32)
 QGPU_DEV int __popc(unsigned x) {

@@ -451,6 +451,11 @@ class KernelConverter {
     if (starts("mulhi_u_")) return add(op, out, Opcode::kMulHiU, args);
     if (starts("popc_")) return add(op, out, Opcode::kPopc, args);
     if (starts("clz_")) return add(op, out, Opcode::kClz, args);
+    if (name == "syncwarp") {
+      sdk::Instr in;
+      in.imm = 1;  // a CUDA-warp barrier; operands[0] = the member mask
+      return add(op, out, Opcode::kBarrier, args, in);
+    }
     if (starts("vote_")) {
       sdk::Instr in;
       in.vote =

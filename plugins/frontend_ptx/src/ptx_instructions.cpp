@@ -32,6 +32,15 @@ bool ModuleBuilder::emit_instr(const Statement& s) {
     terminated_ = true;
     return true;
   }
+  if (op == "bar" && nmods == 2 && mod(0) == "warp" && mod(1) == "sync") {
+    // bar.warp.sync membermask (__syncwarp): a KernelIR barrier over one CUDA warp; the machine decides
+    // how its threads synchronise.
+    if (!expect_operands(s, 1)) return false;
+    Value mask = read(s.operands[0], 32, false);
+    if (!mask) return false;
+    call("syncwarp", LLVM::LLVMVoidType::get(&ctx_), {mask});
+    return true;
+  }
   if (op == "bar" || op == "barrier") {
     // bar.sync 0 / bar.sync 0; barrier.sync.aligned 0 -- one block-wide barrier, no thread count.
     if (nmods < 1 || mod(0) != "sync" || (nmods == 2 && mod(1) != "aligned") || nmods > 2) return unsupported(s);

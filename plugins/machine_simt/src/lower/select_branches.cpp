@@ -11,6 +11,12 @@ using sdk::Status;
 using sdk::ValueId;
 
 Status Selector::select_barrier(const sdk::Instr& in) {
+  // __syncwarp: a CUDA warp is the whole thread block (blocks of at most 32 threads), so the block
+  // barrier synchronises exactly its threads.
+  if (in.imm == 1) {
+    QGPU_RETURN_IF_ERROR(need(in, 1));
+    QGPU_RETURN_IF_ERROR(check_cuda_warp(in, "bar.warp.sync (__syncwarp)", in.operands[0]));
+  }
   const int next = builder_.split_block("sync");
   builder_.terminate(Terminator{Op::kBar, -1, next, -1, in.loc});
   builder_.set_current(next);

@@ -78,7 +78,9 @@ enum class Opcode : std::uint16_t {
              // membermask
   kShflPred, // result i1: whether the source lane of the kShfl `operands[0]` was in range (PTX's |p output)
   kVote,     // result i1 (all/any/uni) or i32 (ballot) over operands[0] (i1), operands[1] = membermask
-  kBarrier,  // bar.sync 0 / __syncthreads(); no result
+  kBarrier,  // imm 0: bar.sync 0 / __syncthreads(), no operands; imm 1: bar.warp.sync / __syncwarp(mask), the
+             // threads of one 32-thread CUDA warp, operands[0] = membermask (a block barrier is a correct, if
+             // over-synchronising, implementation); no result
 
   // --- terminators (the last instruction of every block, and only there)
   kBr,      // to targets[0]
