@@ -127,6 +127,13 @@ QGPU_DEV int __uni_sync(unsigned mask, int pred) {
   return __nvvm_vote_uni_sync(mask, pred != 0);
 }
 
+// The threads of the warp executing this (CUDA's headers use the same inline PTX).
+QGPU_DEV unsigned __activemask() {
+  unsigned r;
+  asm volatile("activemask.b32 %0;" : "=r"(r));
+  return r;
+}
+
 // --- warp synchronisation (bar.warp.sync; the machine decides what synchronises a CUDA warp)
 QGPU_DEV void __syncwarp(unsigned mask = 0xffffffffu) {
   __nvvm_bar_warp_sync(mask);

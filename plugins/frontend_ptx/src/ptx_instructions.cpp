@@ -32,6 +32,14 @@ bool ModuleBuilder::emit_instr(const Statement& s) {
     terminated_ = true;
     return true;
   }
+  if (op == "activemask") {
+    // activemask.b32 d: the threads of the CUDA warp executing it, i.e. a ballot of true over the whole
+    // warp (which also names the lanes that have exited as absent); the machine decides what that is.
+    if (nmods != 1 || mod(0) != "b32") return unsupported(s);
+    if (!expect_operands(s, 1)) return false;
+    Value r = b_.create<NVVM::VoteBallotOp>(cur_loc_, int_type(32), constant(32, -1), constant(1, 1));
+    return write(s.operands[0], r, false);
+  }
   if (op == "bar" && nmods == 2 && mod(0) == "warp" && mod(1) == "sync") {
     // bar.warp.sync membermask (__syncwarp): a KernelIR barrier over one CUDA warp; the machine decides
     // how its threads synchronise.

@@ -73,3 +73,8 @@ extern "C" __global__ void divergent_shfl(int* a) {
   int v = a[threadIdx.x];
   if (v > 0) a[threadIdx.x] = __shfl_down_sync(FULL, v, 16);
 }
+
+// The threads of the warp, in converged code: all threads of the block.
+extern "C" __global__ void warp_activemask(unsigned* out) {
+  out[threadIdx.x] = __activemask();
+}

@@ -221,6 +221,18 @@ Status Selector::select_vote_across(const sdk::Instr& in, const std::string& nam
   QGPU_RETURN_IF_ERROR(check_cuda_warp(in, name, in.operands[1]));
   if (result_unused(in)) return {};
   QGPU_ASSIGN_OR_RETURN(const Operand predicate, resolved(in, in.operands[0]));
+  if (predicate.is_plain_imm()) {
+    // Every thread of the block is here (check_cuda_warp), so a constant predicate needs no exchange:
+    // __ballot_sync(~0u, 1) and __activemask() are the block's threads.
+    const std::uint32_t ballot = predicate.imm ? cuda_warp_mask() : 0;
+    const bool all = ballot == cuda_warp_mask(), any = ballot != 0;
+    const std::uint32_t r = in.vote == sdk::VoteMode::kBallot ? ballot
+                            : in.vote == sdk::VoteMode::kAny  ? any
+                            : in.vote == sdk::VoteMode::kAll  ? all
+                                                              : 1;
+    if (in.result != 0) values_[in.result] = LoweredValue::constant(r);
+    return {};
+  }
   const Operand bit = builder_.in_register(builder_.compute(Op::kShl, predicate, Operand::special_reg(Special::kTid)));
   Instruction set;
   set.op = Op::kAtomOr;
