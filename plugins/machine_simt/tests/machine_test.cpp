@@ -652,6 +652,35 @@ TEST(Kernels, CudaWarpReductionAndVotes) {
             "shared_words (the circuit holds 512)");
 }
 
+// A collective under a branch that every thread of the block takes the same way (on the block index)
+// is accepted; under a branch on the thread index it is refused (the Diagnostics test).
+TEST(Kernels, CudaWarpCollectiveUnderUniformBranch) {
+  // if (blockIdx.x == 1) out[gid] = __shfl_sync(~0u, in[gid], 5); else out[gid] = -1;
+  IrBuilder k("uniform");
+  const ValueId pin = k.ptr_param("in"), pout = k.ptr_param("out");
+  const ValueId gid = k.global_index();
+  const int then_b = k.block("then"), else_b = k.block("else"), exit = k.block("exit");
+  k.at(0);
+  k.cond_br(k.icmp(CmpPred::kEq, k.ctaid(), k.c32(1)), then_b, {}, else_b);
+  k.at(then_b);
+  k.store(k.element(pout, gid), k.shfl(sdk::ShflMode::kIdx, k.load(k.element(pin, gid)), k.c32(5), 32));
+  k.br(exit);
+  k.at(else_b);
+  k.store(k.element(pout, gid), k.c32(-1));
+  k.br(exit);
+  k.at(exit);
+  k.ret();
+  const auto in = random_ints(64, 91);
+  MachineConfig cfg;
+  cfg.global_words = 256;
+  auto r = run(k.k, {2, 32}, {arr("in", in), arr("out", std::vector<std::int32_t>(64, 0))}, cfg);
+  ASSERT_TRUE(r) << r.status().to_string();
+  for (int t = 0; t < 32; ++t) {
+    EXPECT_EQ(r->arrays[1].array[t], -1) << t;
+    EXPECT_EQ(r->arrays[1].array[32 + t], in[32 + 5]) << t;
+  }
+}
+
 TEST(Kernels, DivergentIfElseRejoins) {
   // r = (a[i] & 1) ? a[i] - 100 : a[i] * 3; out[i] = r + i
   const sdk::KernelIR k = ifelse_kernel();
