@@ -151,15 +151,19 @@ class Selector {
   const Diagnostics& diag_;
   Function function_;
   Builder builder_;
-  std::vector<LoweredValue> values_;                         // by KernelIR value
-  std::vector<Operand> high_;                                // by KernelIR value: the high words of wide values
-  std::set<sdk::ValueId> dead_args_;                         // block arguments nothing reads: no copies
-  std::vector<std::vector<int>> chains_;                     // by KernelIR block: the machine blocks it becomes
-  std::vector<std::vector<int>> edges_before_;               // by KernelIR block: edge-copy blocks placed before it
-  std::size_t current_ir_ = 0;                               // the KernelIR block being selected
-  bool uses_warp_slots_ = false, uses_warp_word_ = false;    // select_warp.cpp's scratch
-  std::vector<std::pair<int, std::size_t>> vote_word_refs_;  // (block, index) of accesses to the vote word
-  std::vector<bool> divergent_;  // by KernelIR block (divergence.h), computed at the first collective
+  std::vector<LoweredValue> values_;            // by KernelIR value
+  std::vector<Operand> high_;                   // by KernelIR value: the high words of wide values
+  std::set<sdk::ValueId> dead_args_;            // block arguments nothing reads: no copies
+  std::vector<std::vector<int>> chains_;        // by KernelIR block: the machine blocks it becomes
+  std::vector<std::vector<int>> edges_before_;  // by KernelIR block: edge-copy blocks placed before it
+  std::size_t current_ir_ = 0;                  // the KernelIR block being selected
+
+  // select_warp.cpp's scratch: whether shuffles use the per-thread slots and votes the vote word;
+  // the (block, index) of every access to the vote word, placed once the slots are known; the
+  // KernelIR blocks only some threads may reach (divergence.h), computed at the first collective.
+  bool uses_warp_slots_ = false, uses_warp_word_ = false;
+  std::vector<std::pair<int, std::size_t>> vote_word_refs_;
+  std::vector<bool> divergent_;
 };
 
 }  // namespace qgpu::simt::lower
