@@ -186,6 +186,34 @@ inline sdk::KernelIR shfl_add_kernel() {
   return b.k;
 }
 
+// 8- and 16-bit memory as clang emits it for char and short arrays (little-endian bytes in words),
+// thread i:
+//   out[3i] = (signed char)in8[i]; out[3i+1] = (unsigned short)in16[i]; out[3i+2] = (short)in16[i];
+//   o8[2i+1] = in8[i] + 1 (odd bytes: two lanes of a warp write one word, the even bytes stay);
+//   o16[i] = in16[i] * 3 (two lanes per word).
+// in8 is read through a generic pointer whose origin (the parameter) makes it global.
+inline sdk::KernelIR subword_kernel() {
+  using sdk::IrType;
+  using sdk::Opcode;
+  IrBuilder b("subword");
+  const sdk::ValueId p8 = b.ptr_param("in8"), p16 = b.ptr_param("in16"), po8 = b.ptr_param("o8"),
+                     po16 = b.ptr_param("o16"), pout = b.ptr_param("out");
+  const sdk::ValueId i = b.tid(), i64 = b.sext64(i);
+  const sdk::ValueId twice = b.bin(Opcode::kShl, i64, b.c64(1));
+  const sdk::ValueId v8 = b.load(b.bin(Opcode::kAdd, p8, i64), sdk::AddressSpace::kGeneric, IrType::kI8);
+  const sdk::ValueId v16 = b.load(b.bin(Opcode::kAdd, p16, twice), sdk::AddressSpace::kGlobal, IrType::kI16);
+  const sdk::ValueId base = b.bin(Opcode::kMul, i, b.c32(3));
+  auto put = [&](int k, sdk::ValueId v) { b.store(b.element(pout, b.bin(Opcode::kAdd, base, b.c32(k))), v); };
+  put(0, b.un(Opcode::kSExt, v8, IrType::kI32));
+  put(1, b.un(Opcode::kZExt, v16, IrType::kI32));
+  put(2, b.un(Opcode::kSExt, v16, IrType::kI32));
+  b.store(b.bin(Opcode::kAdd, b.bin(Opcode::kAdd, po8, twice), b.c64(1)),
+          b.bin(Opcode::kAdd, v8, b.emit(Opcode::kConst, IrType::kI8, {}, 1)));
+  b.store(b.bin(Opcode::kAdd, po16, twice), b.bin(Opcode::kMul, v16, b.emit(Opcode::kConst, IrType::kI16, {}, 3)));
+  b.ret();
+  return b.k;
+}
+
 // A launch of one of the kernels above.
 struct LaunchCase {
   std::string name;
@@ -237,6 +265,14 @@ inline std::vector<LaunchCase> real_launches() {
                atomics_kernel(),
                {2, 4},
                {arr("a", {5, -9, 300, 42, 7, 100000, -1, 8}), arr("m", std::vector<std::int32_t>(11, 0))}});
+  v.push_back({"subword 1x8 (bytes and halfwords, lanes sharing a word)",
+               subword_kernel(),
+               {1, 8},
+               {arr("in8", {static_cast<std::int32_t>(0x807f01ffu), 0x12345678}),
+                arr("in16", {static_cast<std::int32_t>(0x8000ffffu), 0x00017fff, 0x12345678,
+                             static_cast<std::int32_t>(0xfedcba98u)}),
+                arr("o8", {0x11111111, 0x22222222, 0x33333333, 0x44444444}), arr("o16", {-1, -1, -1, -1}),
+                arr("out", std::vector<std::int32_t>(24, 0))}});
   v.push_back({"dot 2x3 (all lanes exit at once, n = 0)",
                dot_kernel(),
                {2, 3},

@@ -787,6 +787,70 @@ TEST(Kernels, NarrowIntegersAsClangEmitsThem) {
   }
 }
 
+// Byte k of a packed array (little-endian within words), and halfword k.
+std::uint32_t byte_at(const std::vector<std::int32_t>& words, int k) {
+  return (static_cast<std::uint32_t>(words[k / 4]) >> (8 * (k % 4))) & 0xffu;
+}
+std::uint32_t half_at(const std::vector<std::int32_t>& words, int k) {
+  return (static_cast<std::uint32_t>(words[k / 2]) >> (16 * (k % 2))) & 0xffffu;
+}
+
+TEST(Kernels, SubWordLoadsAndStores) {
+  // subword_kernel (kernels.h) on 16 threads: 4 warps, every lane pair of a warp writes one word.
+  const auto in8 = random_ints(4, 81, INT_MIN, INT_MAX), in16 = random_ints(8, 82, INT_MIN, INT_MAX);
+  const auto o8 = random_ints(8, 83, INT_MIN, INT_MAX), o16 = random_ints(8, 84, INT_MIN, INT_MAX);
+  auto r = run(subword_kernel(), {1, 16},
+               {arr("in8", in8), arr("in16", in16), arr("o8", o8), arr("o16", o16),
+                arr("out", std::vector<std::int32_t>(48, 0))});
+  ASSERT_TRUE(r) << r.status().to_string();
+  const auto& out = r->arrays[4].array;
+  for (int t = 0; t < 16; ++t) {
+    const std::uint32_t b = byte_at(in8, t), h = half_at(in16, t);
+    EXPECT_EQ(out[3 * t], b < 128 ? static_cast<std::int32_t>(b) : static_cast<std::int32_t>(b) - 256) << t;
+    EXPECT_EQ(out[3 * t + 1], static_cast<std::int32_t>(h)) << t;
+    EXPECT_EQ(out[3 * t + 2], h < 32768 ? static_cast<std::int32_t>(h) : static_cast<std::int32_t>(h) - 65536) << t;
+  }
+  for (int k = 0; k < 32; ++k)  // odd bytes written, even bytes as they were
+    EXPECT_EQ(byte_at(r->arrays[2].array, k), k % 2 ? (byte_at(in8, k / 2) + 1) & 0xffu : byte_at(o8, k)) << k;
+  for (int k = 0; k < 16; ++k) EXPECT_EQ(half_at(r->arrays[3].array, k), (half_at(in16, k) * 3) & 0xffffu) << k;
+}
+
+TEST(Kernels, SubWordSharedMemory) {
+  // __shared__ unsigned char s[32]; s[t] = t * 7 + 1; __syncthreads(); out[t] = s[31 - t];
+  IrBuilder b("bytes_shared");
+  const ValueId pout = b.ptr_param("out");
+  b.k.shared.push_back({"s", 32, 1});
+  const ValueId t = b.tid();
+  const ValueId s = b.shared_addr(0);
+  const ValueId v = b.un(Opcode::kTrunc, b.bin(Opcode::kAdd, b.bin(Opcode::kMul, t, b.c32(7)), b.c32(1)), IrType::kI8);
+  b.store(b.bin(Opcode::kAdd, s, b.sext64(t)), v, AddressSpace::kShared);
+  b.barrier();
+  const ValueId back = b.sext64(b.bin(Opcode::kSub, b.c32(31), t));
+  const ValueId x = b.load(b.bin(Opcode::kAdd, s, back), AddressSpace::kShared, IrType::kI8);
+  b.store(b.element(pout, t), b.un(Opcode::kZExt, x, IrType::kI32));
+  b.ret();
+  auto r = run(b.k, {1, 32}, {arr("out", std::vector<std::int32_t>(32, -1))});
+  ASSERT_TRUE(r) << r.status().to_string();
+  for (int i = 0; i < 32; ++i) EXPECT_EQ(r->arrays[0].array[i], ((31 - i) * 7 + 1) & 255) << i;
+}
+
+TEST(Diagnostics, MisalignedHalfword) {
+  // A 16-bit load at an odd address faults like a misaligned word (its word address x & ~2 is odd).
+  IrBuilder b("misaligned16");
+  const ValueId pa = b.ptr_param("a");
+  const ValueId x = b.load(b.bin(Opcode::kAdd, pa, b.sext64(b.bin(Opcode::kAdd, b.tid(), b.c32(1)))),
+                           AddressSpace::kGlobal, IrType::kI16);
+  b.store(pa, b.un(Opcode::kZExt, x, IrType::kI32));
+  b.ret();
+  auto r = run(b.k, {1, 1}, {arr("a", {1, 2})});
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.status().message().find("misaligned global load by thread 0 of thread block 0 (warp 0, lane 0)"),
+            std::string::npos)
+      << r.status().message();
+  EXPECT_NE(r.status().message().find("byte address 1 is not a multiple of 4"), std::string::npos)
+      << r.status().message();
+}
+
 TEST(Kernels, SixtyFourBitClosedFormsAsClangEmitsThem) {
   // clang -O2 replaces sum loops by closed forms in 64 bits, e.g. for c = count[i]:
   //   lo = (u32)((u64)(c-1) * (c-2) * (c-3) >> 1), plus sext/add/sub/ashr/shl variants.
@@ -1091,13 +1155,14 @@ TEST(Diagnostics, RejectsWhatTheMachineCannotComputeExactly) {
   {
     IrBuilder b("bytes");
     const ValueId pa = b.ptr_param("a");
-    b.load(pa, AddressSpace::kGlobal, IrType::kI8);
+    b.emit(Opcode::kAtomic, IrType::kI8, {pa, b.emit(Opcode::kConst, IrType::kI8, {}, 1)});
+    b.last().atomic = sdk::AtomicOp::kAdd;
     b.ret();
     auto r = lower_kernel(b.k, {1, 1}, {});
     ASSERT_FALSE(r);
     EXPECT_EQ(r.status().message(),
-              "kernel 'bytes': i8 load is not supported: memory holds 32-bit words and the machine accesses whole "
-              "words only");
+              "kernel 'bytes': i8 atomic is not supported: memory holds 32-bit words; the machine accesses whole "
+              "words, and 8- and 16-bit loads and stores (not atomics) through the containing word");
   }
 }
 

@@ -6,13 +6,16 @@
 //
 // The Selector is split by instruction family over select.cpp (dispatch, values, arithmetic),
 // select_wide.cpp (i64 values with a high word), select_memory.cpp (loads, stores, atomics,
-// shuffles, votes) and select_branches.cpp (terminators and the edge copies).
+// shuffles, votes), select_subword.cpp (8- and 16-bit loads and stores) and select_branches.cpp
+// (terminators and the edge copies).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <set>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -117,6 +120,8 @@ class Selector {
   void append_vote_word_access(Instruction mi);
   // Places the vote word, sizes the scratch and checks it against shared_words.
   Status finish_warp_scratch();
+  // select_subword.cpp: 8- and 16-bit loads and stores on the containing word.
+  Status select_subword(const sdk::Instr& in, bool shared);
 
   // select_branches.cpp
   Status select_barrier(const sdk::Instr& in);
@@ -164,6 +169,14 @@ class Selector {
   bool uses_warp_slots_ = false, uses_warp_word_ = false;
   std::vector<std::pair<int, std::size_t>> vote_word_refs_;
   std::vector<bool> divergent_;
+  // select_subword.cpp: the word address and shift of a sub-word address already computed in this
+  // KernelIR block (a load and a store of one `char` share them), by (block, address, alignment mask).
+  struct SubwordAddress {
+    Operand word, shift;
+    std::uint32_t offset = 0;
+    int reloc = -1;
+  };
+  std::map<std::tuple<std::size_t, sdk::ValueId, std::uint32_t>, SubwordAddress> subword_addresses_;
 };
 
 }  // namespace qgpu::simt::lower

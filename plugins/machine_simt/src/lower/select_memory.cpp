@@ -32,10 +32,11 @@ Status Selector::select_memory(const sdk::Instr& in) {
   const bool cas = in.op == Opcode::kAtomic && in.atomic == sdk::AtomicOp::kCas;
   QGPU_RETURN_IF_ERROR(need(in, load ? 1 : store ? 2 : cas ? 3 : 2));
   const IrType access = store ? analysis_.type(in.operands[1]) : in.type;
-  if (bits_of(access) != 32)
-    return diag_.unsupported(
-        in, type_str(access) + " " + op_str(in.op) +
-                " is not supported: memory holds 32-bit words and the machine accesses whole words only");
+  const bool subword = (bits_of(access) == 8 || bits_of(access) == 16) && (load || store);
+  if (bits_of(access) != 32 && !subword)
+    return diag_.unsupported(in, type_str(access) + " " + op_str(in.op) +
+                                     " is not supported: memory holds 32-bit words; the machine accesses whole words, "
+                                     "and 8- and 16-bit loads and stores (not atomics) through the containing word");
   bool shared = in.space == sdk::AddressSpace::kShared;
   if (in.space == sdk::AddressSpace::kGeneric) {
     const Origin o = analysis_.origin[in.operands[0]];
@@ -44,6 +45,7 @@ Status Selector::select_memory(const sdk::Instr& in) {
           in, "generic " + op_str(in.op) + ": cannot tell whether the address points to global or shared memory");
     shared = o == Origin::kShared;
   }
+  if (subword) return select_subword(in, shared);
   if (load && result_unused(in)) return {};
   QGPU_ASSIGN_OR_RETURN(auto* address, lookup(in, in.operands[0]));
   Instruction mi;
