@@ -183,4 +183,43 @@ QGPU_DEV int abs(int a) {
   return a < 0 ? -a : a;
 }
 
+// --- integer vector types, laid out and aligned as CUDA's vector_types.h (clang loads and stores
+// them with ld/st .v2/.v4), and their make_* functions
+#define QGPU_VEC2(T, N, A)                  \
+  struct __attribute__((aligned(A))) N##2 { \
+    T x, y;                                 \
+  };                                        \
+  QGPU_DEV N##2 make_##N##2(T x, T y) {     \
+    N##2 v;                                 \
+    v.x = x;                                \
+    v.y = y;                                \
+    return v;                               \
+  }
+#define QGPU_VEC4(T, N, A)                        \
+  struct __attribute__((aligned(A))) N##4 {       \
+    T x, y, z, w;                                 \
+  };                                              \
+  QGPU_DEV N##4 make_##N##4(T x, T y, T z, T w) { \
+    N##4 v;                                       \
+    v.x = x;                                      \
+    v.y = y;                                      \
+    v.z = z;                                      \
+    v.w = w;                                      \
+    return v;                                     \
+  }
+QGPU_VEC2(signed char, char, 2)
+QGPU_VEC2(unsigned char, uchar, 2)
+QGPU_VEC2(short, short, 4)
+QGPU_VEC2(unsigned short, ushort, 4)
+QGPU_VEC2(int, int, 8)
+QGPU_VEC2(unsigned, uint, 8)
+QGPU_VEC4(signed char, char, 4)
+QGPU_VEC4(unsigned char, uchar, 4)
+QGPU_VEC4(short, short, 8)
+QGPU_VEC4(unsigned short, ushort, 8)
+QGPU_VEC4(int, int, 16)
+QGPU_VEC4(unsigned, uint, 16)
+#undef QGPU_VEC2
+#undef QGPU_VEC4
+
 #undef QGPU_DEV

@@ -19,11 +19,12 @@ struct SrcLoc {
 
 struct Operand {
   enum class Kind : std::uint8_t {
-    kReg,   // %r1, %tid.x (also special registers), a symbol such as a shared variable or label
-    kImm,   // 42, -1, 0x1f
-    kAddr,  // [base+offset]; base may be empty ([imm] absolute)
-    kPair,  // %r1|%p1 (shfl's optional predicate output, setp's two outputs)
-    kSink,  // _
+    kReg,     // %r1, %tid.x (also special registers), a symbol such as a shared variable or label
+    kImm,     // 42, -1, 0x1f
+    kAddr,    // [base+offset]; base may be empty ([imm] absolute)
+    kPair,    // %r1|%p1 (shfl's optional predicate output, setp's two outputs)
+    kSink,    // _
+    kVector,  // {%r1, %r2, _, %r4}: ld/st .v2/.v4 (elements are kReg, kSink or kImm)
   };
   Kind kind = Kind::kImm;
   std::string name;       // kReg: register or symbol; kAddr: base; kPair: first
@@ -32,6 +33,7 @@ struct Operand {
   bool negated = false;   // !%p
   bool is_float = false;  // kImm: a floating-point literal (text in `name`), rejected by the builder
   SrcLoc loc;
+  std::vector<Operand> elements;  // kVector
 };
 
 struct Statement {

@@ -410,12 +410,43 @@ bool ModuleBuilder::emit_memory(const Statement& s) {
   const bool load = s.opcode[0] == "ld";
   std::vector<std::string> rest;
   const std::string space = take_space(s, rest);
-  if (rest.size() != 1) return unsupported(s);  // vectors (.v2/.v4) or unknown modifiers
+  // .v2/.v4: `lanes` elements at consecutive addresses, accessed one by one (the machine's memory
+  // accesses are scalar; PTX requires the vector's alignment, each element access checks its own).
+  std::size_t lanes = 0;
+  if (rest.size() == 2 && (rest[0] == "v2" || rest[0] == "v4")) {
+    lanes = rest[0] == "v2" ? 2 : 4;
+    rest.erase(rest.begin());
+  }
+  if (rest.size() != 1) return unsupported(s);  // .v8 or unknown modifiers
   auto t = parse_type(rest[0]);
   if (!t || t->kind == 'f' || t->kind == 'p') return unsupported(s);
-  if (space == "local" || space == "const" || (space == "param" && !load)) return unsupported(s);
+  if (space == "local" || space == "const" || (space == "param" && (!load || lanes))) return unsupported(s);
   if (!expect_operands(s, 2)) return false;
   const Operand& addr_op = s.operands[load ? 1 : 0];
+  if (lanes) {
+    const Operand& data = s.operands[load ? 0 : 1];
+    if (data.kind != Operand::Kind::kVector || data.elements.size() != lanes) {
+      return fail(data.loc,
+                  "expected a vector operand of " + std::to_string(lanes) + " elements for '" + join_opcode(s) + "'");
+    }
+    Value base = address(addr_op);
+    if (!base) return false;
+    for (std::size_t k = 0; k < lanes; ++k) {
+      const Operand& e = data.elements[k];
+      if (load && e.kind == Operand::Kind::kSink) continue;
+      Value a = k == 0 ? base : b_.create<LLVM::AddOp>(cur_loc_, base, constant(64, k * (t->bits / 8))).getResult();
+      Value ptr = b_.create<LLVM::IntToPtrOp>(cur_loc_, ptr_type(space_as(space)), a);
+      if (load) {
+        Value v = b_.create<LLVM::LoadOp>(cur_loc_, int_type(t->bits), ptr);
+        if (!write(e, v, t->is_signed())) return false;
+      } else {
+        Value v = read(e, t->bits, t->is_signed());
+        if (!v) return false;
+        b_.create<LLVM::StoreOp>(cur_loc_, v, ptr);
+      }
+    }
+    return true;
+  }
   if (space == "param") {
     if (addr_op.kind != Operand::Kind::kAddr) return fail(addr_op.loc, "expected a memory operand [param]");
     auto it = params_.find(addr_op.name);

@@ -147,7 +147,9 @@ bool parse_int_literal(std::string_view s, std::int64_t& value) {
 
 // -v in 64-bit two's complement, as PTX reads a negated literal: -0x8000000000000000 is INT64_MIN (a
 // plain `-v` would overflow there).
-std::int64_t negate(std::int64_t v) { return static_cast<std::int64_t>(0 - static_cast<std::uint64_t>(v)); }
+std::int64_t negate(std::int64_t v) {
+  return static_cast<std::int64_t>(0 - static_cast<std::uint64_t>(v));
+}
 
 // Registers one kernel may declare, over all its .reg lines, ranges expanded: a bound on the parser's
 // memory and time (a 1 KB file of `.reg .b32 %rN<1048576>;` lines took gigabytes and minutes before).
@@ -695,7 +697,20 @@ class Parser {
       next();
       o.negated = true;
     }
-    if (at_punct('{')) return fail(peek().loc, "unsupported vector operand", sdk::ErrorCode::kUnsupported);
+    if (at_punct('{')) {  // a vector {a, b[, c, d]}; the builder checks where one is allowed
+      next();
+      o.kind = Operand::Kind::kVector;
+      while (true) {
+        Operand e;
+        if (at_punct('{') || at_punct('[')) return fail(peek().loc, "expected a register, '_' or an immediate");
+        if (!parse_operand(e)) return false;
+        if (e.kind == Operand::Kind::kPair) return fail(e.loc, "expected a register, '_' or an immediate");
+        o.elements.push_back(std::move(e));
+        if (!at_punct(',')) break;
+        next();
+      }
+      return expect_punct('}');
+    }
     if (!expect_word(o.name, "an operand")) return false;
     o.kind = o.name == "_" ? Operand::Kind::kSink : Operand::Kind::kReg;
     if (at_punct('|')) {

@@ -208,6 +208,9 @@ Value ModuleBuilder::read(const Operand& o, int bits, bool is_signed) {
       v = b_.create<LLVM::XOrOp>(cur_loc_, v, constant(1, 1));
     }
     v = fit(v, bits, is_signed);
+  } else if (o.kind == Operand::Kind::kVector) {
+    fail(o.loc, "unsupported vector operand", sdk::ErrorCode::kUnsupported);
+    return {};
   } else {
     fail(o.loc, "expected a register or an immediate operand");
     return {};
@@ -217,6 +220,7 @@ Value ModuleBuilder::read(const Operand& o, int bits, bool is_signed) {
 
 bool ModuleBuilder::write(const Operand& o, Value v, bool is_signed) {
   if (o.kind == Operand::Kind::kSink) return true;
+  if (o.kind == Operand::Kind::kVector) return fail(o.loc, "unsupported vector operand", sdk::ErrorCode::kUnsupported);
   if (o.kind != Operand::Kind::kReg || o.negated) return fail(o.loc, "expected a destination register");
   auto idx = reg_index(o.name);
   if (!idx) {
@@ -298,6 +302,8 @@ bool ModuleBuilder::build_entry(const Entry& e) {
         used.insert(o.name);
       }
       if (o.kind == Operand::Kind::kPair && e.regs.count(o.name2)) used.insert(o.name2);
+      for (const Operand& x : o.elements)
+        if (x.kind == Operand::Kind::kReg && e.regs.count(x.name)) used.insert(x.name);
     }
   }
   for (const std::string& name : used) {
@@ -437,6 +443,9 @@ bool ModuleBuilder::emit(const Statement& s) {
     if (d.kind == Operand::Kind::kPair) {
       if (auto i = reg_index(d.name2)) written.push_back(*i);
     }
+    for (const Operand& x : d.elements)  // ld.v2/.v4
+      if (x.kind == Operand::Kind::kReg)
+        if (auto i = reg_index(x.name)) written.push_back(*i);
   }
   mlir::Block* then = new_block_after_current();
   mlir::Block* cont = new_block_after_current();
