@@ -113,6 +113,8 @@ class ModuleBuilder {
   std::string take_space(const Statement& s, std::vector<std::string>& rest);
   unsigned space_as(const std::string& space);
   bool emit_memory(const Statement& s);
+  // ld/st .v2/.v4 of 8- or 16-bit elements: one access per 32 bits of elements (ptx_instructions.cpp).
+  bool emit_packed_vector(const PtxType& t, const Operand& data, Value base, bool load, const std::string& space);
   bool emit_atomic(const Statement& s);
   bool emit_shfl(const Statement& s);
   bool emit_vote(const Statement& s);

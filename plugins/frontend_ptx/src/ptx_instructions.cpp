@@ -5,6 +5,7 @@
 //
 // PTX semantics that LLVM lacks (clamping shifts by a register, mul.hi, vote.all/any/uni,
 // atom.inc/dec, 64-bit popc/clz) are calls to `__qgpu_ptx_*` helpers (mlir_conventions.h).
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <set>
@@ -431,6 +432,7 @@ bool ModuleBuilder::emit_memory(const Statement& s) {
     }
     Value base = address(addr_op);
     if (!base) return false;
+    if (t->bits < 32) return emit_packed_vector(*t, data, base, load, space);
     for (std::size_t k = 0; k < lanes; ++k) {
       const Operand& e = data.elements[k];
       if (load && e.kind == Operand::Kind::kSink) continue;
@@ -468,6 +470,49 @@ bool ModuleBuilder::emit_memory(const Statement& s) {
   Value v = read(s.operands[1], t->bits, t->is_signed());
   if (!v) return false;
   b_.create<LLVM::StoreOp>(cur_loc_, v, ptr);
+  return true;
+}
+
+// A vector of 8- or 16-bit elements is aligned to its whole size (PTX), so each group of elements
+// that fills 32 bits (16 for .v2.u8) is one aligned access: a v4.u8 or v2.u16 is one word, loaded
+// once and split with shifts, or assembled with shifts and ors and stored once. Little-endian:
+// element k of a group is at bits bits*k.
+bool ModuleBuilder::emit_packed_vector(const PtxType& t, const Operand& data, Value base, bool load,
+                                       const std::string& space) {
+  const std::size_t lanes = data.elements.size();
+  const int chunk = std::min<int>(32, static_cast<int>(lanes) * t.bits);
+  const std::size_t per = static_cast<std::size_t>(chunk / t.bits);
+  for (std::size_t g = 0; g < lanes; g += per) {
+    const std::int64_t offset = static_cast<std::int64_t>(g) * (t.bits / 8);
+    Value a = g == 0 ? base : b_.create<LLVM::AddOp>(cur_loc_, base, constant(64, offset)).getResult();
+    Value ptr = b_.create<LLVM::IntToPtrOp>(cur_loc_, ptr_type(space_as(space)), a);
+    if (load) {
+      bool used = false;
+      for (std::size_t k = g; k < g + per; ++k) used |= data.elements[k].kind != Operand::Kind::kSink;
+      if (!used) continue;
+      Value word = b_.create<LLVM::LoadOp>(cur_loc_, int_type(chunk), ptr);
+      for (std::size_t k = g; k < g + per; ++k) {
+        const Operand& e = data.elements[k];
+        if (e.kind == Operand::Kind::kSink) continue;
+        Value v = word;
+        if (k > g)
+          v = b_.create<LLVM::LShrOp>(cur_loc_, v, constant(chunk, static_cast<std::int64_t>((k - g) * t.bits)));
+        v = b_.create<LLVM::TruncOp>(cur_loc_, int_type(t.bits), v);
+        if (!write(e, v, t.is_signed())) return false;
+      }
+    } else {
+      Value word;
+      for (std::size_t k = g; k < g + per; ++k) {
+        Value v = read(data.elements[k], t.bits, t.is_signed());
+        if (!v) return false;
+        v = fit(v, chunk, false);  // zero-extended
+        if (k > g)
+          v = b_.create<LLVM::ShlOp>(cur_loc_, v, constant(chunk, static_cast<std::int64_t>((k - g) * t.bits)));
+        word = k == g ? v : b_.create<LLVM::OrOp>(cur_loc_, word, v).getResult();
+      }
+      b_.create<LLVM::StoreOp>(cur_loc_, word, ptr);
+    }
+  }
   return true;
 }
 
