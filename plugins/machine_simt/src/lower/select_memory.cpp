@@ -33,6 +33,10 @@ Status Selector::select_memory(const sdk::Instr& in) {
   QGPU_RETURN_IF_ERROR(need(in, load ? 1 : store ? 2 : cas ? 3 : 2));
   const IrType access = store ? analysis_.type(in.operands[1]) : in.type;
   const bool subword = (bits_of(access) == 8 || bits_of(access) == 16) && (load || store);
+  if (bits_of(access) == 64)  // e.g. clang's copy of a whole int4 struct: two ld/st.u64
+    return diag_.unsupported(in, type_str(access) + " " + op_str(in.op) +
+                                     " is not supported: memory holds 32-bit words and 64-bit accesses are not split "
+                                     "into them (access the 32-bit members one by one)");
   if (bits_of(access) != 32 && !subword)
     return diag_.unsupported(in, type_str(access) + " " + op_str(in.op) +
                                      " is not supported: memory holds 32-bit words; the machine accesses whole words, "
