@@ -815,6 +815,29 @@ TEST(Kernels, SubWordLoadsAndStores) {
   for (int k = 0; k < 16; ++k) EXPECT_EQ(half_at(r->arrays[3].array, k), (half_at(in16, k) * 3) & 0xffffu) << k;
 }
 
+TEST(Kernels, SubWordConstantStores) {
+  // a[2t] = 0 (one atom.and), a[2t+1] = 0xff (one atom.or), ((short*)b)[t] = 0xffff, over random words.
+  IrBuilder b("bytes_const");
+  const ValueId pa = b.ptr_param("a"), pb = b.ptr_param("b");
+  const ValueId twice = b.bin(Opcode::kShl, b.sext64(b.tid()), b.c64(1));
+  const ValueId at = b.bin(Opcode::kAdd, pa, twice);
+  b.store(at, b.emit(Opcode::kConst, IrType::kI8, {}, 0));
+  b.store(b.bin(Opcode::kAdd, at, b.c64(1)), b.emit(Opcode::kConst, IrType::kI8, {}, -1));
+  b.store(b.bin(Opcode::kAdd, pb, twice), b.emit(Opcode::kConst, IrType::kI16, {}, 0xffff));
+  b.ret();
+  auto p = lower_kernel(b.k, {1, 8}, {});
+  ASSERT_TRUE(p) << p.status().to_string();
+  int atomics = 0;
+  for (const auto& blk : (*p)->blocks)
+    for (const auto& slot : blk.slots) atomics += slot.in.op == Op::kAtomAnd || slot.in.op == Op::kAtomOr;
+  EXPECT_EQ(atomics, 3);
+  const auto a = random_ints(4, 91, INT_MIN, INT_MAX), bw = random_ints(6, 92, INT_MIN, INT_MAX);
+  auto r = interpret_program(**p, {arr("a", a), arr("b", bw)}, {});
+  ASSERT_TRUE(r) << r.status().to_string();
+  for (int k = 0; k < 16; ++k) EXPECT_EQ(byte_at(r->arrays[0].array, k), k % 2 ? 0xffu : 0u) << k;
+  for (int k = 0; k < 12; ++k) EXPECT_EQ(half_at(r->arrays[1].array, k), k < 8 ? 0xffffu : half_at(bw, k)) << k;
+}
+
 TEST(Kernels, SubWordSharedMemory) {
   // __shared__ unsigned char s[32]; s[t] = t * 7 + 1; __syncthreads(); out[t] = s[31 - t];
   IrBuilder b("bytes_shared");

@@ -5,6 +5,7 @@
 //   load:  w = ld [x & ~3]; v = w >> 8 * (x & 3)
 //          (v's low 8 or 16 bits are the value; the KernelIR's zext/sext that follows makes it whole)
 //   store: atom.and [x & ~3], ~(mask << s); atom.or [x & ~3], (v << s) & (mask << s)   (s = 8 * (x & 3))
+//          (a constant 0 needs only the first, a constant 0xff/0xffff only the second)
 //
 // The store is two atomics because the lanes of a warp run in lockstep: a read-modify-write with
 // ld/st would let the last lane's word overwrite the bytes the other lanes wrote to the same word.
@@ -76,15 +77,22 @@ Status Selector::select_subword(const sdk::Instr& in, bool shared) {
 
   QGPU_ASSIGN_OR_RETURN(const Operand value, resolved(in, in.operands[1]));
   const Operand field = builder_.compute(Op::kShl, imm(mask), shift);  // mask << s
-  const Operand clear = builder_.compute(Op::kNot, field);
-  const Operand bits_in = builder_.compute(Op::kAnd, builder_.compute(Op::kShl, value, shift), field);
-  Instruction clear_op = mi, set_op = mi;
-  clear_op.op = Op::kAtomAnd;
-  clear_op.b = builder_.in_register(clear);
-  set_op.op = Op::kAtomOr;
-  set_op.b = builder_.in_register(bits_in);
-  builder_.append(std::move(clear_op));
-  builder_.append(std::move(set_op));
+  // A constant 0 only clears (one atomic), a constant of all ones only sets.
+  const bool zeros = value.is_plain_imm() && (value.imm & mask) == 0;
+  const bool ones = value.is_plain_imm() && (value.imm & mask) == mask;
+  if (!ones) {
+    Instruction clear_op = mi;
+    clear_op.op = Op::kAtomAnd;
+    clear_op.b = builder_.in_register(builder_.compute(Op::kNot, field));
+    builder_.append(std::move(clear_op));
+  }
+  if (!zeros) {
+    Instruction set_op = mi;
+    set_op.op = Op::kAtomOr;
+    set_op.b = builder_.in_register(ones ? field
+                                         : builder_.compute(Op::kAnd, builder_.compute(Op::kShl, value, shift), field));
+    builder_.append(std::move(set_op));
+  }
   return {};
 }
 
