@@ -838,6 +838,34 @@ TEST(Kernels, SubWordConstantStores) {
   for (int k = 0; k < 12; ++k) EXPECT_EQ(half_at(r->arrays[1].array, k), k < 8 ? 0xffffu : half_at(bw, k)) << k;
 }
 
+TEST(Kernels, SixtyFourBitLoadsAndStores) {
+  // out[t] = in[t] (long long: both words), low[t] = (int)in[t] (the low word only),
+  // wide[t] = (long long)x[t] (the high word is the sign).
+  IrBuilder b("dwords");
+  const ValueId pin = b.ptr_param("in"), pout = b.ptr_param("out"), plow = b.ptr_param("low"), px = b.ptr_param("x"),
+                pwide = b.ptr_param("wide");
+  const ValueId t = b.tid();
+  const ValueId eight = b.bin(Opcode::kShl, b.sext64(t), b.c64(3));
+  auto at8 = [&](ValueId p) { return b.bin(Opcode::kAdd, p, eight); };
+  b.store(at8(pout), b.load(at8(pin), AddressSpace::kGlobal, IrType::kI64));
+  b.store(b.element(plow, t),
+          b.un(Opcode::kTrunc, b.load(at8(pin), AddressSpace::kGlobal, IrType::kI64), IrType::kI32));
+  b.store(at8(pwide), b.sext64(b.load(b.element(px, t))));
+  b.ret();
+  const auto in = random_ints(16, 93, INT_MIN, INT_MAX), x = random_ints(8, 94, INT_MIN, INT_MAX);
+  auto r =
+      run(b.k, {1, 8},
+          {arr("in", in), arr("out", std::vector<std::int32_t>(16, 7)), arr("low", std::vector<std::int32_t>(8, 7)),
+           arr("x", x), arr("wide", std::vector<std::int32_t>(16, 7))});
+  ASSERT_TRUE(r) << r.status().to_string();
+  EXPECT_EQ(r->arrays[1].array, in);
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_EQ(r->arrays[2].array[i], in[2 * i]) << i;
+    EXPECT_EQ(r->arrays[4].array[2 * i], x[i]) << i;
+    EXPECT_EQ(r->arrays[4].array[2 * i + 1], x[i] < 0 ? -1 : 0) << i;
+  }
+}
+
 TEST(Kernels, SubWordSharedMemory) {
   // __shared__ unsigned char s[32]; s[t] = t * 7 + 1; __syncthreads(); out[t] = s[31 - t];
   IrBuilder b("bytes_shared");

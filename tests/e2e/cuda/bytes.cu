@@ -40,7 +40,7 @@ __global__ void swap_shorts(const short2* in, short2* out) {
   out[threadIdx.x] = make_short2(v.y, v.x - 1);
 }
 
-// Refused: clang copies the whole struct as two ld/st.u64, and 64-bit accesses are not split.
+// clang copies the whole struct as two ld/st.u64 (two words each on the machine).
 __global__ void copy_int4(const int4* in, int4* out) {
   out[threadIdx.x] = in[threadIdx.x];
 }

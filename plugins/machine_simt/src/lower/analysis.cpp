@@ -86,8 +86,9 @@ void find_origins(const sdk::KernelIR& kernel, const BlockOrder& order, Analysis
 }
 
 // Most i64 values are addresses and live as their low word. Where a high word is observed (a
-// right shift of an i64, e.g. clang's closed forms of loop sums: (a * b) >> 1 in 64 bits), the
-// value and everything it is computed from carry a second register: the high word.
+// right shift of an i64, e.g. clang's closed forms of loop sums: (a * b) >> 1 in 64 bits, or a
+// 64-bit store, e.g. clang's copy of an int4 struct), the value and everything it is computed from
+// carry a second register: the high word.
 void find_wide(const sdk::KernelIR& kernel, const BlockOrder& order, Analysis& a) {
   const std::size_t n = kernel.value_types.size();
   a.wide.assign(n, false);
@@ -103,6 +104,8 @@ void find_wide(const sdk::KernelIR& kernel, const BlockOrder& order, Analysis& a
     for (const sdk::Instr& in : kernel.blocks[b].instrs)
       if ((in.op == Opcode::kLShr || in.op == Opcode::kAShr) && bits_of(in.type) == 64 && !in.operands.empty())
         mark(in.operands[0]);
+      else if (in.op == Opcode::kStore && in.operands.size() == 2)  // a 64-bit store writes both words
+        mark(in.operands[1]);
   }
   while (!work.empty()) {
     const ValueId v = work.back();

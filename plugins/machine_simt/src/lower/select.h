@@ -6,7 +6,7 @@
 //
 // The Selector is split by instruction family over select.cpp (dispatch, values, arithmetic),
 // select_wide.cpp (i64 values with a high word), select_memory.cpp (loads, stores, atomics,
-// shuffles, votes), select_subword.cpp (8- and 16-bit loads and stores) and select_branches.cpp
+// shuffles, votes), select_subword.cpp (8-, 16- and 64-bit loads and stores) and select_branches.cpp
 // (terminators and the edge copies).
 #pragma once
 
@@ -120,8 +120,10 @@ class Selector {
   void append_vote_word_access(Instruction mi);
   // Places the vote word, sizes the scratch and checks it against shared_words.
   Status finish_warp_scratch();
-  // select_subword.cpp: 8- and 16-bit loads and stores on the containing word.
+  // select_subword.cpp: 8- and 16-bit loads and stores on the containing word; 64-bit ones as
+  // two words.
   Status select_subword(const sdk::Instr& in, bool shared);
+  Status select_doubleword(const sdk::Instr& in, bool shared);
 
   // select_branches.cpp
   Status select_barrier(const sdk::Instr& in);

@@ -33,11 +33,8 @@ Status Selector::select_memory(const sdk::Instr& in) {
   QGPU_RETURN_IF_ERROR(need(in, load ? 1 : store ? 2 : cas ? 3 : 2));
   const IrType access = store ? analysis_.type(in.operands[1]) : in.type;
   const bool subword = (bits_of(access) == 8 || bits_of(access) == 16) && (load || store);
-  if (bits_of(access) == 64)  // e.g. clang's copy of a whole int4 struct: two ld/st.u64
-    return diag_.unsupported(in, type_str(access) + " " + op_str(in.op) +
-                                     " is not supported: memory holds 32-bit words and 64-bit accesses are not split "
-                                     "into them (access the 32-bit members one by one)");
-  if (bits_of(access) != 32 && !subword)
+  const bool doubleword = bits_of(access) == 64 && (load || store);
+  if (bits_of(access) != 32 && !subword && !doubleword)
     return diag_.unsupported(in, type_str(access) + " " + op_str(in.op) +
                                      " is not supported: memory holds 32-bit words; the machine accesses whole words, "
                                      "and 8- and 16-bit loads and stores (not atomics) through the containing word");
@@ -50,6 +47,7 @@ Status Selector::select_memory(const sdk::Instr& in) {
     shared = o == Origin::kShared;
   }
   if (subword) return select_subword(in, shared);
+  if (doubleword) return select_doubleword(in, shared);
   if (load && result_unused(in)) return {};
   QGPU_ASSIGN_OR_RETURN(auto* address, lookup(in, in.operands[0]));
   Instruction mi;

@@ -1,6 +1,6 @@
-// Instruction selection for 8- and 16-bit loads and stores. Memory holds 32-bit words, so a
-// sub-word access works on the word that contains it (little-endian: byte k of the word at byte
-// address 4w is the byte at address 4w + k), with existing machine instructions only:
+// Instruction selection for 8-, 16- and (at the end) 64-bit loads and stores. Memory holds 32-bit
+// words, so a sub-word access works on the word that contains it (little-endian: byte k of the word
+// at byte address 4w is the byte at address 4w + k), with existing machine instructions only:
 //
 //   load:  w = ld [x & ~3]; v = w >> 8 * (x & 3)
 //          (v's low 8 or 16 bits are the value; the KernelIR's zext/sext that follows makes it whole)
@@ -93,6 +93,46 @@ Status Selector::select_subword(const sdk::Instr& in, bool shared) {
                                          : builder_.compute(Op::kAnd, builder_.compute(Op::kShl, value, shift), field));
     builder_.append(std::move(set_op));
   }
+  return {};
+}
+
+// A 64-bit load or store is two word accesses, the low word at x and the high word at x + 4
+// (little-endian). A load whose high word nothing observes (Analysis::wide) reads only the low word;
+// a stored value is always wide (the analysis marks it), so both words are written.
+Status Selector::select_doubleword(const sdk::Instr& in, bool shared) {
+  const bool load = in.op == Opcode::kLoad;
+  if (load && result_unused(in)) return {};
+  QGPU_ASSIGN_OR_RETURN(auto* address, lookup(in, in.operands[0]));
+  Instruction mi;
+  mi.flags = shared ? kFlagShared : 0;
+  if (address->form == Form::kConst || address->form == Form::kRegOffset) {
+    mi.a = address->form == Form::kConst ? Operand::zero() : Operand::reg(address->vreg);
+    mi.offset = address->imm;
+    mi.reloc = address->reloc;
+  } else {
+    mi.a = builder_.in_register(resolve(*address));
+  }
+  Instruction high = mi;
+  high.offset += 4;
+  if (load) {
+    mi.op = high.op = Op::kLd;
+    mi.dest = builder_.new_vreg();
+    values_[in.result] = LoweredValue::in_register(mi.dest);
+    builder_.append(std::move(mi));
+    if (analysis_.wide[in.result]) {
+      high.dest = builder_.new_vreg();
+      high_[in.result] = Operand::reg(high.dest);
+      builder_.append(std::move(high));
+    }
+    return {};
+  }
+  QGPU_ASSIGN_OR_RETURN(const Operand lo, resolved(in, in.operands[1]));
+  QGPU_ASSIGN_OR_RETURN(const Operand hi, high_word(in, in.operands[1]));
+  mi.op = high.op = Op::kSt;
+  mi.b = builder_.in_register(lo);
+  high.b = builder_.in_register(hi);
+  builder_.append(std::move(mi));
+  builder_.append(std::move(high));
   return {};
 }
 

@@ -131,6 +131,7 @@ Status Selector::select_wide(const sdk::Instr& in) {
       const Operand cr = b.in_register(c);
       return done(Operand::reg(b.emit(Op::kSel, al, bl, cr)), Operand::reg(b.emit(Op::kSel, ah, bh, cr)));
     }
+    case Opcode::kLoad: return select_memory(in);  // both words (select_subword.cpp)
     default: break;
   }
   return diag_.unsupported(
