@@ -31,6 +31,17 @@
 
 namespace qgpu::simt::lower {
 
+// "0x1f": a 32-bit value in hexadecimal, for messages.
+inline std::string hex(std::uint32_t v) {
+  static const char* kDigits = "0123456789abcdef";
+  std::string s;
+  do {
+    s.insert(s.begin(), kDigits[v & 15]);
+    v >>= 4;
+  } while (v);
+  return "0x" + s;
+}
+
 sdk::Expected<Function> select_instructions(const sdk::KernelIR& kernel, const sdk::LaunchShape& shape,
                                             const MachineConfig& config, const BlockOrder& order,
                                             const Analysis& analysis, const SharedLayout& shared,

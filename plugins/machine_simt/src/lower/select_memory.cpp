@@ -7,19 +7,6 @@
 #include "lower/select.h"
 
 namespace qgpu::simt::lower {
-namespace {
-
-std::string to_hex(std::uint32_t v) {
-  static const char* kDigits = "0123456789abcdef";
-  std::string s;
-  do {
-    s.insert(s.begin(), kDigits[v & 15]);
-    v >>= 4;
-  } while (v);
-  return s;
-}
-
-}  // namespace
 
 using sdk::ErrorCode;
 using sdk::IrType;
@@ -114,8 +101,7 @@ Status Selector::select_shuffle(const sdk::Instr& in) {
   const std::uint32_t segmask = (c >> 8) & 0x1f, clamp = c & 0x1f;
   const std::uint32_t width = 32 - segmask;
   if (!std::has_single_bit(width) || ((32 - width) != segmask) || (c & ~0x1f1fu) != 0)
-    return diag_.unsupported(
-        in, name + ": c operand 0x" + to_hex(c) + " is not a CUDA width (((32 - width) << 8) | clamp)");
+    return diag_.unsupported(in, name + ": c operand " + hex(c) + " is not a CUDA width (((32 - width) << 8) | clamp)");
   if (clamp != (sh->shfl == sdk::ShflMode::kUp ? 0u : 0x1fu))
     return diag_.unsupported(
         in, name + ": clamp " + std::to_string(clamp) + " in c is not what CUDA's __shfl_*_sync emits");

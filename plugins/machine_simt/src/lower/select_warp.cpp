@@ -29,16 +29,6 @@ namespace {
 
 constexpr std::uint32_t kCudaWarp = 32;
 
-std::string hex(std::uint32_t v) {
-  static const char* kDigits = "0123456789abcdef";
-  std::string s;
-  do {
-    s.insert(s.begin(), kDigits[v & 15]);
-    v >>= 4;
-  } while (v);
-  return "0x" + s;
-}
-
 }  // namespace
 
 std::uint32_t Selector::cuda_warp_mask() const {
