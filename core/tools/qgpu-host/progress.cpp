@@ -4,16 +4,34 @@
 
 #include <csignal>
 #include <cstdio>
+#include <ctime>
 #include <utility>
 
 namespace qgpu::host {
 namespace {
 
 std::atomic<bool> g_interrupted{false};
+std::atomic<long long> g_first_ns{0};  // CLOCK_MONOTONIC of the first Ctrl-C
 
+long long monotonic_ns() {  // async-signal-safe (clock_gettime)
+  timespec t{};
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return static_cast<long long>(t.tv_sec) * 1000000000LL + t.tv_nsec;
+}
+
+// The first SIGINT sets the flag. One that follows within half a second is the same interrupt
+// delivered twice (timeout(1) signals the child and then its process group; `kill -INT -PGID`
+// reaches every process of a pipeline) and is ignored; a later one is a second Ctrl-C and ends the
+// process as usual.
 extern "C" void on_interrupt(int) {
-  g_interrupted.store(true);
-  std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C ends the process
+  const long long now = monotonic_ns();
+  if (!g_interrupted.exchange(true)) {
+    g_first_ns.store(now);
+    return;
+  }
+  if (now - g_first_ns.load() < 500000000LL) return;
+  std::signal(SIGINT, SIG_DFL);
+  std::raise(SIGINT);
 }
 
 }  // namespace

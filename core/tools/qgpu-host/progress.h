@@ -28,7 +28,8 @@ class LaunchProgressLine {
   std::chrono::steady_clock::time_point last_log_;
 };
 
-// While alive, the first Ctrl-C sets the flag (a second one ends the process as usual).
+// While alive, the first Ctrl-C sets the flag (a second one, half a second or more later, ends the
+// process as usual; a duplicate delivery of the first is ignored).
 class InterruptFlag {
  public:
   InterruptFlag();
