@@ -49,6 +49,17 @@ struct RunOptions {
 };
 int run_kernel(const core::Host& host, const RunOptions& options);
 
+struct BatchOptions {
+  std::string file;               // JSON lines, one launch each; "-": stdin
+  std::string engine = "interp";  // interp, circuit or model
+  std::string dtype = "f32";
+  bool check = false;             // model engines: every generated token against the interpreter's
+  std::uint64_t max_tokens = 0;   // per launch (0: the machine's default)
+  std::uint64_t max_steps = 0;    // per launch (0: the machine's default)
+  bool verbose = false;           // the engines' progress lines on stderr
+};
+int run_batch(const core::Host& host, const BatchOptions& options);
+
 struct CircuitOptions {
   std::string engine = "model";  // the circuit of: circuit (the layers alone) or model (as merged)
   bool json = false;

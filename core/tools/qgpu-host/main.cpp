@@ -106,6 +106,25 @@ int main_impl(int argc, char** argv) {
   run->add_flag("--dump-program", run_options.dump_program, "print the lowered machine program");
   run->add_option("--max-steps", run_options.max_steps, "stop with an error after this many block executions");
 
+  BatchOptions batch_options;
+  CLI::App* batch = app.add_subcommand(
+      "batch", "many launches in one process: a JSON line per launch in FILE (or - for stdin), a JSON line per "
+               "result on stdout; the machine and its circuit are set up once");
+  batch->add_option("file", batch_options.file,
+                    "JSON lines: {\"file\": K.cu, \"kernel\": NAME, \"grid\": \"X[,Y,Z]\", \"block\": ..., "
+                    "\"args\": [\"NAME=VALUE\", ...]}; relative files from FILE's directory")
+      ->required();
+  batch->add_option("--engine", batch_options.engine, "interp (default), circuit or model")
+      ->check(CLI::IsMember({"interp", "circuit", "model"}));
+  batch->add_flag("--check", batch_options.check,
+                  "circuit/model: compare every generated token with the interpreter's stream");
+  batch->add_option("--dtype", batch_options.dtype, "circuit/model: the layer math's dtype, f32 (default) or bf16")
+      ->check(CLI::IsMember({"f32", "bf16"}));
+  batch->add_option("--max-tokens", batch_options.max_tokens,
+                    "circuit/model: stop a launch with an error after this many generated tokens");
+  batch->add_option("--max-steps", batch_options.max_steps, "interp: stop a launch after this many block executions");
+  batch->add_flag("--verbose", batch_options.verbose, "the engines' progress lines on stderr");
+
   CircuitOptions circuit_options;
   CLI::App* circuit = app.add_subcommand(
       "circuit", "the machine's circuit as an engine compiles it: layer by layer, what each unit uses");
@@ -224,6 +243,7 @@ int main_impl(int argc, char** argv) {
 
   if (*info) return run_info(**host, info_options);
   if (*circuit) return run_circuit(**host, circuit_options);
+  if (*batch) return run_batch(**host, batch_options);
   if (*run) {
     if (run_options.check && engine->count() == 0) run_options.engine = "model";  // --check needs a model engine
     return run_kernel(**host, run_options);
