@@ -86,9 +86,10 @@ void find_origins(const sdk::KernelIR& kernel, const BlockOrder& order, Analysis
 }
 
 // Most i64 values are addresses and live as their low word. Where a high word is observed (a
-// right shift of an i64, e.g. clang's closed forms of loop sums: (a * b) >> 1 in 64 bits, or a
-// 64-bit store, e.g. clang's copy of an int4 struct), the value and everything it is computed from
-// carry a second register: the high word.
+// right shift of an i64, e.g. clang's closed forms of loop sums: (a * b) >> 1 in 64 bits; a
+// 64-bit store, e.g. clang's copy of an int4 struct; a compare of i64 values that are not
+// addresses, e.g. `__umulhi(a, b) & 3` as clang folds it: (zext a * zext b) & 0x300000000 == 0),
+// the value and everything it is computed from carry a second register: the high word.
 void find_wide(const sdk::KernelIR& kernel, const BlockOrder& order, Analysis& a) {
   const std::size_t n = kernel.value_types.size();
   a.wide.assign(n, false);
@@ -106,6 +107,9 @@ void find_wide(const sdk::KernelIR& kernel, const BlockOrder& order, Analysis& a
         mark(in.operands[0]);
       else if (in.op == Opcode::kStore && in.operands.size() == 2)  // a 64-bit store writes both words
         mark(in.operands[1]);
+      else if (in.op == Opcode::kICmp && in.operands.size() == 2 && bits_of(a.type(in.operands[0])) == 64 &&
+               a.origin[in.operands[0]] == Origin::kUnknown && a.origin[in.operands[1]] == Origin::kUnknown)
+        mark(in.operands[0]), mark(in.operands[1]);  // addresses compare as their low words
   }
   while (!work.empty()) {
     const ValueId v = work.back();

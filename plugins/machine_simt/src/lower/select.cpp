@@ -398,6 +398,7 @@ Status Selector::select_compare(const sdk::Instr& in) {
   Op op = Op::kSetEq;
   for (auto [p, o] : kMap)
     if (p == in.pred) op = o;
+  if (analysis_.wide[in.operands[0]] || analysis_.wide[in.operands[1]]) return select_wide_compare(in, op);
   define(in, LoweredValue::of(builder_.compute(op, widen(builder_, resolve(*x), bits, sign),
                                                widen(builder_, resolve(*y), bits, sign))));
   return {};

@@ -110,6 +110,7 @@ class Selector {
 
   // select_wide.cpp
   Status select_wide(const sdk::Instr& in);
+  Status select_wide_compare(const sdk::Instr& in, Op op);
   sdk::Expected<Operand> high_word(const sdk::Instr& in, sdk::ValueId v) const;
 
   // select_memory.cpp

@@ -138,4 +138,33 @@ Status Selector::select_wide(const sdk::Instr& in) {
       in, "i64 " + op_str(in.op) + " whose high 32 bits are used (by a 64-bit right shift or store) is not supported");
 }
 
+// A compare of two i64 values whose high words are known (Analysis::wide): the high words decide
+// unless they are equal, then the low words, unsigned. `op` is the 32-bit compare of the predicate.
+Status Selector::select_wide_compare(const sdk::Instr& in, Op op) {
+  Builder& b = builder_;
+  QGPU_ASSIGN_OR_RETURN(const Operand al, resolved(in, in.operands[0]));
+  QGPU_ASSIGN_OR_RETURN(const Operand bl, resolved(in, in.operands[1]));
+  QGPU_ASSIGN_OR_RETURN(const Operand ah, high_word(in, in.operands[0]));
+  QGPU_ASSIGN_OR_RETURN(const Operand bh, high_word(in, in.operands[1]));
+  if (op == Op::kSetEq || op == Op::kSetNe) {
+    const Operand lo = b.compute(Op::kXor, al, bl), hi = b.compute(Op::kXor, ah, bh);
+    define(in, LoweredValue::of(b.compute(op, b.compute(Op::kOr, lo, hi), imm(0))));
+    return {};
+  }
+  const bool sign = op == Op::kSetLt || op == Op::kSetLe || op == Op::kSetGt || op == Op::kSetGe;
+  // x < y over both words: hi(x) < hi(y) (signed or not), or equal high words and lo(x) <u lo(y).
+  auto less = [&](Operand xl, Operand xh, Operand yl, Operand yh) {
+    const Operand high_less = b.compute(sign ? Op::kSetLt : Op::kSetLtU, xh, yh);
+    const Operand tie = b.compute(Op::kAnd, b.compute(Op::kSetEq, xh, yh), b.compute(Op::kSetLtU, xl, yl));
+    return b.compute(Op::kOr, high_less, tie);
+  };
+  Operand r;
+  if (op == Op::kSetLt || op == Op::kSetLtU) r = less(al, ah, bl, bh);
+  else if (op == Op::kSetGt || op == Op::kSetGtU) r = less(bl, bh, al, ah);
+  else if (op == Op::kSetLe || op == Op::kSetLeU) r = b.compute(Op::kXor, less(bl, bh, al, ah), imm(1));
+  else r = b.compute(Op::kXor, less(al, ah, bl, bh), imm(1));
+  define(in, LoweredValue::of(r));
+  return {};
+}
+
 }  // namespace qgpu::simt::lower
