@@ -318,6 +318,13 @@ class KernelConverter {
     if (auto sel = llvm::dyn_cast<LLVM::SelectOp>(op)) {
       return add(op, out, Opcode::kSelect, {sel.getCondition(), sel.getTrueValue(), sel.getFalseValue()});
     }
+    // cf.cond_br's canonicalization turns a branch to one block with different arguments into
+    // arith.select (two sides of an if that end in the same block once their atomics are merged).
+    if (auto sel = llvm::dyn_cast<mlir::arith::SelectOp>(op)) {
+      if (!sel.getCondition().getType().isInteger(1))
+        return fail(op, "KernelIR conversion: arith.select on a vector condition");
+      return add(op, out, Opcode::kSelect, {sel.getCondition(), sel.getTrueValue(), sel.getFalseValue()});
+    }
     if (auto cmp = llvm::dyn_cast<LLVM::ICmpOp>(op)) {
       sdk::Instr in;
       switch (cmp.getPredicate()) {
