@@ -453,11 +453,22 @@ bool ModuleBuilder::emit_memory(const Statement& s) {
     if (addr_op.kind != Operand::Kind::kAddr) return fail(addr_op.loc, "expected a memory operand [param]");
     auto it = params_.find(addr_op.name);
     if (it == params_.end()) return fail(addr_op.loc, "unknown parameter '" + addr_op.name + "'");
-    if (addr_op.imm != 0) {
-      return fail(addr_op.loc, "unsupported parameter access at offset " + std::to_string(addr_op.imm),
-                  sdk::ErrorCode::kUnsupported);
-    }
     Value v = func_.getArgument(it->second);
+    if (addr_op.imm != 0) {
+      // Part of a parameter: clang reads the sign of an int as `ld.param.s8 [p+3]`. Little-endian:
+      // the bytes from the offset on, shifted down.
+      const unsigned width = v.getType().getIntOrFloatBitWidth();
+      if (addr_op.imm < 0 || !v.getType().isInteger(width) ||
+          static_cast<unsigned>(addr_op.imm) * 8 + static_cast<unsigned>(t->bits) > width) {
+        return fail(addr_op.loc,
+                    "parameter access at offset " + std::to_string(addr_op.imm) + " of " + std::to_string(t->bits) +
+                        " bits lies outside the " + std::to_string(width / 8) + "-byte parameter '" + addr_op.name +
+                        "'",
+                    sdk::ErrorCode::kUnsupported);
+      }
+      v = b_.create<LLVM::LShrOp>(cur_loc_, v, constant(width, static_cast<std::uint64_t>(addr_op.imm) * 8))
+              .getResult();
+    }
     return write(s.operands[0], fit(v, t->bits, t->is_signed()), t->is_signed());
   }
   Value addr = address(addr_op);
