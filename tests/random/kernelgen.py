@@ -105,6 +105,8 @@ class Binary:
             ">>": f"({a} >> ({b} & 31u))",
             "sar": f"(unsigned)((int)({a}) >> ({b} & 31u))",
             "/": f"({a} / ({b} | 1u))",
+            "sdiv": f"(unsigned)((int)({a}) / (int)(({b} | 1u) & 0x7fffffffu))",
+            "srem": f"(unsigned)((int)({a}) % (int)(({b} | 1u) & 0x7fffffffu))",
             "%": f"({a} % ({b} | 1u))",
             "<": f"(unsigned)({a} < {b})",
             "slt": f"(unsigned)((int)({a}) < (int)({b}))",
@@ -166,6 +168,10 @@ def eval_expr(e, env: dict, ctx: "Thread") -> int:
         if op == "sar": return u32(s32(a) >> (b & 31))
         if op == "/": return a // (b | 1)
         if op == "%": return a % (b | 1)
+        if op in ("sdiv", "srem"):  # C truncates toward zero; the divisor is positive and odd
+            x, y = s32(a), (b | 1) & 0x7FFFFFFF
+            q = abs(x) // y * (1 if x >= 0 else -1)
+            return u32(q if op == "sdiv" else x - q * y)
         if op == "<": return int(a < b)
         if op == "slt": return int(s32(a) < s32(b))
         if op == "==": return int(a == b)
@@ -205,6 +211,7 @@ class Atomic:
     op: str  # Add Or Xor Max Min And
     index: object
     e: object
+    shared: bool = False  # on the block's __shared__ accumulator, folded into acc at the end
 
 
 # Top level only (the block meets there):
@@ -213,6 +220,7 @@ class Exchange:  # s[tid] = e; __syncthreads(); var = s[index & (B-1)]; __syncth
     var: str
     e: object
     index: object
+    warp: bool = False  # __syncwarp() instead of __syncthreads() (32-thread blocks: one warp)
 
 
 @dataclasses.dataclass
@@ -253,9 +261,17 @@ class Program:
                  "extern \"C\" __global__ void k(const unsigned* in, unsigned* out, unsigned* acc, unsigned p) {"]
         if uses(self.body, Exchange):
             lines.append(f"  __shared__ unsigned s[{self.block}];")
+        op = shared_atomic_op(self.body)
+        if op:
+            lines.append(f"  __shared__ unsigned sacc[{NACC}];")
+            lines.append(f"  if (threadIdx.x < {NACC}u) sacc[threadIdx.x] = {IDENTITY[op]}u;")
+            lines.append("  __syncthreads();")
         lines.append("  const unsigned g = blockIdx.x * blockDim.x + threadIdx.x;")
         lines.append(f"  unsigned a = in[g & {NIN - 1}u], b = g, c = p, d = {self.seed % 1000}u;")
         emit(self.body, lines, 1)
+        if op:
+            lines.append("  __syncthreads();")
+            lines.append(f"  if (threadIdx.x < {NACC}u) atomic{op}(&acc[threadIdx.x], sacc[threadIdx.x]);")
         lines.append(f"  out[g * {OUTS}u] = a;")
         lines.append(f"  out[g * {OUTS}u + 1u] = b ^ c ^ d;")
         lines.append("}")
@@ -270,6 +286,26 @@ class Program:
 
     def expected(self) -> dict:
         return evaluate(self)
+
+
+IDENTITY = {"Add": 0, "Or": 0, "Xor": 0, "Max": 0, "And": MASK, "Min": MASK}
+
+
+def apply_atomic(op: str, x: int, v: int) -> int:
+    return {"Add": lambda: u32(x + v), "Or": lambda: x | v, "Xor": lambda: x ^ v, "And": lambda: x & v,
+            "Max": lambda: max(x, v), "Min": lambda: min(x, v)}[op]()
+
+
+def shared_atomic_op(body: list):
+    """The operation of the program's atomics on the shared accumulator, or None."""
+    for s in body:
+        if isinstance(s, Atomic) and s.shared:
+            return s.op
+        for sub in (getattr(s, "then", []), getattr(s, "other", []), getattr(s, "body", [])):
+            op = shared_atomic_op(sub)
+            if op:
+                return op
+    return None
 
 
 def uses(body: list, kind) -> bool:
@@ -304,12 +340,14 @@ def emit(body: list, lines: list, depth: int) -> None:
             emit(s.body, lines, depth + 1)
             lines.append(f"{pad}}}")
         elif isinstance(s, Atomic):
-            lines.append(f"{pad}atomic{s.op}(&acc[({s.index.cuda()}) & {NACC - 1}u], {s.e.cuda()});")
+            target = "sacc" if s.shared else "acc"
+            lines.append(f"{pad}atomic{s.op}(&{target}[({s.index.cuda()}) & {NACC - 1}u], {s.e.cuda()});")
         elif isinstance(s, Exchange):
+            sync = "__syncwarp();" if s.warp else "__syncthreads();"
             lines.append(f"{pad}s[threadIdx.x] = {s.e.cuda()};")
-            lines.append(f"{pad}__syncthreads();")
+            lines.append(f"{pad}{sync}")
             lines.append(f"{pad}{s.var} = s[({s.index.cuda()}) & (blockDim.x - 1u)];")
-            lines.append(f"{pad}__syncthreads();")
+            lines.append(f"{pad}{sync}")
         elif isinstance(s, Shuffle):
             fn = {"idx": "__shfl_sync", "xor": "__shfl_xor_sync", "up": "__shfl_up_sync",
                   "down": "__shfl_down_sync"}[s.kind]
@@ -334,23 +372,22 @@ class Thread:
         self.env = {"a": prog.inputs[g & (NIN - 1)], "b": g, "c": prog.param, "d": prog.seed % 1000}
 
 
-def run_body(body: list, t: Thread, acc: list) -> None:
+def run_body(body: list, t: Thread, acc: list, sacc: list) -> None:
     for s in body:
         if isinstance(s, Assign):
             t.env[s.var] = eval_expr(s.e, t.env, t)
         elif isinstance(s, If):
-            run_body(s.then if eval_expr(s.c, t.env, t) else s.other, t, acc)
+            run_body(s.then if eval_expr(s.c, t.env, t) else s.other, t, acc, sacc)
         elif isinstance(s, For):
             n = s.bound.value if isinstance(s.bound, Const) else eval_expr(s.bound, t.env, t) & 3
             for i in range(n):
                 t.env[s.var] = i
-                run_body(s.body, t, acc)
+                run_body(s.body, t, acc, sacc)
             t.env.pop(s.var, None)
         elif isinstance(s, Atomic):
             i = eval_expr(s.index, t.env, t) & (NACC - 1)
-            v = eval_expr(s.e, t.env, t)
-            acc[i] = {"Add": lambda x: u32(x + v), "Or": lambda x: x | v, "Xor": lambda x: x ^ v,
-                      "And": lambda x: x & v, "Max": lambda x: max(x, v), "Min": lambda x: min(x, v)}[s.op](acc[i])
+            target = sacc if s.shared else acc
+            target[i] = apply_atomic(s.op, target[i], eval_expr(s.e, t.env, t))
         else:
             raise TypeError(f"{type(s).__name__} below the top level")
 
@@ -386,12 +423,17 @@ def evaluate(prog: Program) -> dict:
     out = [0] * (prog.grid * prog.block * OUTS)
     for bid in range(prog.grid):
         threads = [Thread(prog, bid, tid) for tid in range(prog.block)]
+        op = shared_atomic_op(prog.body)
+        sacc = [IDENTITY[op] if op else 0] * NACC
         for s in prog.body:
             if isinstance(s, COLLECTIVES):
                 collective(s, threads, prog.block)
             else:
                 for t in threads:
-                    run_body([s], t, acc)
+                    run_body([s], t, acc, sacc)
+        if op:
+            for i in range(NACC):
+                acc[i] = apply_atomic(op, acc[i], sacc[i])
         for t in threads:
             g = t.special["gtid"]
             out[g * OUTS] = t.env["a"]
@@ -439,7 +481,7 @@ class Generator:
             return Select(self.cond(depth + 1), self.expr(depth + 1), self.expr(depth + 1))
         ops = ["+", "-", "*", "^", "&", "|", "<<", ">>", "sar", "<", "slt", "==", "!=", "min", "max", "mulhi"]
         if self.r.random() < 0.05:
-            ops = ["/", "%"]
+            ops = ["/", "%", "sdiv", "srem"]
         return Binary(self.r.choice(ops), self.expr(depth + 1), self.expr(depth + 1))
 
     def cond(self, depth: int = 0):
@@ -458,7 +500,7 @@ class Generator:
             arg = self.expr(1) if kind == "idx" else Const(self.r.choice((1, 2, 4, 8, 16, 3, 5)))
             return Shuffle(var, kind, self.expr(), arg)
         if top and r < 0.25:
-            return Exchange(self.r.choice(VARS), self.expr(), self.expr(1))
+            return Exchange(self.r.choice(VARS), self.expr(), self.expr(1), self.block == 32 and self.r.random() < 0.5)
         if depth < 2 and r < 0.4:
             then = self.block_of(depth + 1, self.r.randrange(1, 3))
             other = self.block_of(depth + 1, self.r.randrange(0, 2))
@@ -473,7 +515,7 @@ class Generator:
             self.loop_vars.pop()
             return For(var, bound, body)
         if r < 0.58:
-            return Atomic(self.atomic_op, self.expr(1), self.expr())
+            return Atomic(self.atomic_op, self.expr(1), self.expr(), self.r.random() < 0.3)
         return Assign(self.r.choice(VARS), self.expr())
 
     def block_of(self, depth: int, n: int) -> list:

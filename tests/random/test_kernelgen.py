@@ -34,6 +34,9 @@ expect("logical >>", ev(k.Binary(">>", C(0x80000000), C(31))), 1)
 expect("arithmetic >>", ev(k.Binary("sar", C(0x80000000), C(31))), 0xFFFFFFFF)
 expect("division by (b | 1)", ev(k.Binary("/", C(7), C(0))), 7)
 expect("remainder by (b | 1)", ev(k.Binary("%", C(7), C(2))), 1)  # 7 % 3
+expect("signed division truncates toward zero", ev(k.Binary("sdiv", C(k.u32(-7)), C(2))), k.u32(-2))  # -7 / 3
+expect("signed remainder takes the dividend's sign", ev(k.Binary("srem", C(k.u32(-7)), C(2))), k.u32(-1))
+expect("signed division by a divisor with the top bit cleared", ev(k.Binary("sdiv", C(7), C(k.MASK))), 0)  # 7 / 0x7fffffff
 expect("unsigned <", ev(k.Binary("<", C(0xFFFFFFFF), C(1))), 0)
 expect("signed <", ev(k.Binary("slt", C(0xFFFFFFFF), C(1))), 1)
 expect("__umulhi", ev(k.Binary("mulhi", C(0x80000000), C(4))), 2)
@@ -78,6 +81,11 @@ r = block_of([k.Atomic("Add", k.Special("gtid"), k.Special("gtid"))], block=4, g
 expect("atomicAdd", r["acc"], [0 + 4, 1 + 5, 2 + 6, 3 + 7])
 r = block_of([k.Atomic("Max", C(1), k.Special("gtid"))], block=4, grid=2, acc=[0, 3, 0, 0])
 expect("atomicMax", r["acc"], [0, 7, 0, 0])
+# The shared accumulator starts at the operation's identity in each block and folds into acc at the end.
+r = block_of([k.Atomic("Min", C(2), k.Special("gtid"), shared=True)], block=4, grid=2, acc=[9, 9, 9, 9])
+expect("atomicMin through __shared__", r["acc"], [9, 9, 0, 9])
+r = block_of([k.Atomic("And", k.Special("tid"), C(6), shared=True)], block=4, grid=1, acc=[7, 7, 7, 7])
+expect("atomicAnd through __shared__", r["acc"], [6, 6, 6, 6])
 # Loops: the trip count taken once, the counter visible in the body.
 r = block_of([k.For("i0", k.Binary("+", k.Var("b"), C(1)), [k.Assign("b", k.Binary("+", k.Var("b"), k.Var("i0")))])],
              block=4)
