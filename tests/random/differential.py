@@ -105,7 +105,7 @@ def reason_of(message: str) -> str:
 
 
 def case_of(prog: kernelgen.Program, name: str) -> dict:
-    return {"name": name, "cuda": prog.cuda(), "grid": prog.grid, "block": prog.block, "args": prog.args()}
+    return {"name": name, "cuda": prog.cuda(), "grid": prog.grid_text(), "block": prog.block_text(), "args": prog.args()}
 
 
 def main() -> int:
@@ -194,7 +194,7 @@ def main() -> int:
             name = f"seed{prog.seed}_{engine}"
             (d / f"{name}.cu").write_text(prog.cuda())
             (d / f"{name}.json").write_text(json.dumps(
-                {"seed": prog.seed, "grid": prog.grid, "block": prog.block, "args": prog.args(),
+                {"seed": prog.seed, "grid": prog.grid_text(), "block": prog.block_text(), "args": prog.args(),
                  "expected": prog.expected(), "found": detail}, indent=1) + "\n")
             print(f"  saved {d / name}.cu")
 

@@ -10,8 +10,8 @@ by block. Every program is well defined and its result does not depend on the sc
 - `in[...]` is read with an index `& (N - 1)`; a thread writes only its own words of `out`, once, at
   the end; `acc` is only updated by atomics of one kind per program (they commute) whose return
   value is not used;
-- shared memory: a thread writes `s[threadIdx.x]`, the block meets at `__syncthreads()`, reads any
-  `s[... & (blockDim - 1)]`, and meets again before the next write;
+- shared memory: a thread writes `s[t]` (t its linear index in the block), the block meets at
+  `__syncthreads()`, reads any `s[... & (threads - 1)]`, and meets again before the next write;
 - warp collectives (`__shfl*_sync`, `__ballot_sync`, `__any_sync`, `__all_sync`) with the full mask,
   only in 32-thread blocks and only at the kernel's top level (every thread reaches them).
 Barriers and collectives stand only at the top level, so the evaluator runs the top-level statements
@@ -59,11 +59,10 @@ class Var:
 
 @dataclasses.dataclass
 class Special:
-    name: str  # tid, bid, bdim, gtid, lane
+    name: str  # tid, bid, bdim, gtid (linear, x fastest as CUDA numbers warps); tx, ty (2-D blocks)
 
     def cuda(self) -> str:
-        return {"tid": "threadIdx.x", "bid": "blockIdx.x", "bdim": "blockDim.x",
-                "gtid": "(blockIdx.x * blockDim.x + threadIdx.x)"}[self.name]
+        return {"tid": "t", "bid": "bl", "bdim": "bd", "gtid": "g", "tx": "threadIdx.x", "ty": "threadIdx.y"}[self.name]
 
 
 @dataclasses.dataclass
@@ -254,24 +253,37 @@ class Program:
     inputs: list
     param: int
     acc: list
+    block_y: int = 1  # 2-D launches: block = (block / block_y) x block_y threads, grid likewise
+    grid_y: int = 1
+
+    def grid_text(self) -> str:
+        return f"{self.grid // self.grid_y},{self.grid_y}" if self.grid_y > 1 else str(self.grid)
+
+    def block_text(self) -> str:
+        return f"{self.block // self.block_y},{self.block_y}" if self.block_y > 1 else str(self.block)
 
     def cuda(self) -> str:
-        lines = [f"// qgpu random kernel, seed {self.seed}: grid {self.grid}, block {self.block} "
+        lines = [f"// qgpu random kernel, seed {self.seed}: grid {self.grid_text()}, block {self.block_text()} "
                  "(tests/random/kernelgen.py)",
                  "extern \"C\" __global__ void k(const unsigned* in, unsigned* out, unsigned* acc, unsigned p) {"]
         if uses(self.body, Exchange):
             lines.append(f"  __shared__ unsigned s[{self.block}];")
+        if self.block_y > 1 or self.grid_y > 1:
+            lines.append("  const unsigned t = threadIdx.y * blockDim.x + threadIdx.x, bl = blockIdx.y * gridDim.x + "
+                         "blockIdx.x, bd = blockDim.x * blockDim.y;")
+        else:
+            lines.append("  const unsigned t = threadIdx.x, bl = blockIdx.x, bd = blockDim.x;")
         op = shared_atomic_op(self.body)
         if op:
             lines.append(f"  __shared__ unsigned sacc[{NACC}];")
-            lines.append(f"  if (threadIdx.x < {NACC}u) sacc[threadIdx.x] = {IDENTITY[op]}u;")
+            lines.append(f"  if (t < {NACC}u) sacc[t] = {IDENTITY[op]}u;")
             lines.append("  __syncthreads();")
-        lines.append("  const unsigned g = blockIdx.x * blockDim.x + threadIdx.x;")
+        lines.append("  const unsigned g = bl * bd + t;")
         lines.append(f"  unsigned a = in[g & {NIN - 1}u], b = g, c = p, d = {self.seed % 1000}u;")
         emit(self.body, lines, 1)
         if op:
             lines.append("  __syncthreads();")
-            lines.append(f"  if (threadIdx.x < {NACC}u) atomic{op}(&acc[threadIdx.x], sacc[threadIdx.x]);")
+            lines.append(f"  if (t < {NACC}u) atomic{op}(&acc[t], sacc[t]);")
         lines.append(f"  out[g * {OUTS}u] = a;")
         lines.append(f"  out[g * {OUTS}u + 1u] = b ^ c ^ d;")
         lines.append("}")
@@ -344,9 +356,9 @@ def emit(body: list, lines: list, depth: int) -> None:
             lines.append(f"{pad}atomic{s.op}(&{target}[({s.index.cuda()}) & {NACC - 1}u], {s.e.cuda()});")
         elif isinstance(s, Exchange):
             sync = "__syncwarp();" if s.warp else "__syncthreads();"
-            lines.append(f"{pad}s[threadIdx.x] = {s.e.cuda()};")
+            lines.append(f"{pad}s[t] = {s.e.cuda()};")
             lines.append(f"{pad}{sync}")
-            lines.append(f"{pad}{s.var} = s[({s.index.cuda()}) & (blockDim.x - 1u)];")
+            lines.append(f"{pad}{s.var} = s[({s.index.cuda()}) & (bd - 1u)];")
             lines.append(f"{pad}{sync}")
         elif isinstance(s, Shuffle):
             fn = {"idx": "__shfl_sync", "xor": "__shfl_xor_sync", "up": "__shfl_up_sync",
@@ -368,7 +380,8 @@ class Thread:
     def __init__(self, prog: Program, bid: int, tid: int):
         self.inputs = prog.inputs
         g = bid * prog.block + tid
-        self.special = {"tid": tid, "bid": bid, "bdim": prog.block, "gtid": g}
+        bx = prog.block // prog.block_y
+        self.special = {"tid": tid, "bid": bid, "bdim": prog.block, "gtid": g, "tx": tid % bx, "ty": tid // bx}
         self.env = {"a": prog.inputs[g & (NIN - 1)], "b": g, "c": prog.param, "d": prog.seed % 1000}
 
 
@@ -465,7 +478,7 @@ class Generator:
         if r < 0.6:
             return Var(self.r.choice(VARS))
         if r < 0.75:
-            return Special(self.r.choice(("tid", "bid", "gtid", "bdim")))
+            return Special(self.r.choice(("tid", "bid", "gtid", "bdim") + (("tx", "ty") if self.two_d else ())))
         return self.const()
 
     def expr(self, depth: int = 0):
@@ -524,6 +537,10 @@ class Generator:
     def program(self) -> Program:
         r = self.r
         self.block = r.choice((4, 8, 16, 32, 32))
+        # 2-D launches (drawn from a stream of their own, so that a seed's program is the same either way)
+        shape = random.Random(self.seed * 7919 + 1)
+        self.block_y = shape.choice((1, 1, 1, 2, 4)) if self.block >= 8 else 1
+        self.two_d = self.block_y > 1
         # One atomic operation per program: updates of one kind commute (an And and an Add to the same
         # word would depend on the schedule).
         self.atomic_op = r.choice(("Add", "Or", "Xor", "Max", "Min", "And"))
@@ -536,7 +553,8 @@ class Generator:
             body.append(self.stmt(0, True))
         inputs = [r.randrange(0, 1 << 32) if r.random() < 0.3 else r.randrange(0, 100) for _ in range(NIN)]
         acc = [r.choice((0, 0, MASK, r.randrange(0, 1 << 32))) for _ in range(NACC)]
-        return Program(self.seed, grid, self.block, body, inputs, r.randrange(0, 1 << 32), acc)
+        grid_y = grid if grid > 1 and shape.random() < 0.3 else 1
+        return Program(self.seed, grid, self.block, body, inputs, r.randrange(0, 1 << 32), acc, self.block_y, grid_y)
 
 
 def generate(seed: int) -> Program:
@@ -605,7 +623,7 @@ def reduce(prog: Program, still_fails: Callable[[Program], bool], limit: int = 4
                 improved = True
                 break
         if not improved and prog.grid > 1:
-            candidate = dataclasses.replace(prog, grid=1)
+            candidate = dataclasses.replace(prog, grid=1, grid_y=1)
             tries += 1
             if still_fails(candidate):
                 prog, improved = candidate, True

@@ -86,6 +86,15 @@ r = block_of([k.Atomic("Min", C(2), k.Special("gtid"), shared=True)], block=4, g
 expect("atomicMin through __shared__", r["acc"], [9, 9, 0, 9])
 r = block_of([k.Atomic("And", k.Special("tid"), C(6), shared=True)], block=4, grid=1, acc=[7, 7, 7, 7])
 expect("atomicAnd through __shared__", r["acc"], [6, 6, 6, 6])
+# A 2-D block of 4 x 2: thread 5 is (x 1, y 1); its linear index is its lane.
+p2 = k.Program(7, 2, 8, [k.Assign("a", k.Binary("+", k.Binary("*", k.Special("ty"), C(10)), k.Special("tx")))],
+               list(range(100, 100 + k.NIN)), 5, [0, 0, 0, 0], block_y=2, grid_y=2)
+r = k.evaluate(p2)
+expect("2-D block: thread 5 of block 1 is (1, 1)", r["out"][2 * (8 + 5)], 11)
+expect("2-D shapes as run takes them", (p2.grid_text(), p2.block_text()), ("1,2", "4,2"))
+if "threadIdx.y * blockDim.x + threadIdx.x" not in p2.cuda():
+    failures.append("2-D program without the linear thread index")
+
 # Loops: the trip count taken once, the counter visible in the body.
 r = block_of([k.For("i0", k.Binary("+", k.Var("b"), C(1)), [k.Assign("b", k.Binary("+", k.Var("b"), k.Var("i0")))])],
              block=4)
