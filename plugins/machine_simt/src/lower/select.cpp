@@ -355,18 +355,23 @@ Status Selector::select_unary(const sdk::Instr& in) {
 
 Status Selector::select_mulhi_div_rem(const sdk::Instr& in) {
   QGPU_RETURN_IF_ERROR(need(in, 2));
-  const bool mulhi = in.op == Opcode::kMulHiU || in.op == Opcode::kMulHiS;
-  // i8/i16 quotients and remainders (clang narrows `x % 7u` on a 16-bit value) are the 32-bit ones of
-  // the operands extended; a narrow mulhi would need the product's bits 8 or 16 up, not 32.
-  QGPU_RETURN_IF_ERROR(need_word(in, in.type, false, false, !mulhi));
+  // i8/i16 (clang narrows `x % 7u` or `__umulhi(x & 255, y & 255)`): quotients and remainders are the
+  // 32-bit ones of the operands extended; the high half of a product is the 32-bit product (exact:
+  // at most 2 x 16 bits) shifted down by the width.
+  QGPU_RETURN_IF_ERROR(need_word(in, in.type, false, false, true));
   if (result_unused(in)) return {};
   QGPU_ASSIGN_OR_RETURN(auto* x, lookup(in, in.operands[0]));
   QGPU_ASSIGN_OR_RETURN(auto* y, lookup(in, in.operands[1]));
   Operand a = resolve(*x), b = resolve(*y);
-  if (narrow(bits_of(in.type))) {
-    const bool sign = in.op == Opcode::kSDiv || in.op == Opcode::kSRem;
-    a = widen(builder_, a, bits_of(in.type), sign);
-    b = widen(builder_, b, bits_of(in.type), sign);
+  if (const int bits = bits_of(in.type); narrow(bits)) {
+    const bool sign = in.op == Opcode::kSDiv || in.op == Opcode::kSRem || in.op == Opcode::kMulHiS;
+    a = widen(builder_, a, bits, sign);
+    b = widen(builder_, b, bits, sign);
+    if (in.op == Opcode::kMulHiU || in.op == Opcode::kMulHiS) {
+      const Operand product = builder_.compute(Op::kMul, a, b);
+      define(in, LoweredValue::of(builder_.compute(sign ? Op::kSra : Op::kShr, product, imm(bits))));
+      return {};
+    }
   }
   switch (in.op) {
     case Opcode::kMulHiU: define(in, LoweredValue::of(mulhi_u(builder_, a, b))); break;
