@@ -28,6 +28,11 @@ Status Selector::select_memory(const sdk::Instr& in) {
   bool shared = in.space == sdk::AddressSpace::kShared;
   if (in.space == sdk::AddressSpace::kGeneric) {
     const Origin o = analysis_.origin[in.operands[0]];
+    if (o == Origin::kMixed)  // clang's SimplifyCFG sank the accesses of two branches into one
+      return diag_.unsupported(in, "generic " + op_str(in.op) +
+                                       ": the address points to global memory on one path and to shared memory on "
+                                       "another (clang merged the accesses of two branches into one); the frontend "
+                                       "option 'clang_flags: -mllvm -simplifycfg-sink-common=false' keeps them apart");
     if (o != Origin::kGlobal && o != Origin::kShared)
       return diag_.unsupported(
           in, "generic " + op_str(in.op) + ": cannot tell whether the address points to global or shared memory");
