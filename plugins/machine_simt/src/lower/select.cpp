@@ -355,9 +355,9 @@ Status Selector::select_unary(const sdk::Instr& in) {
 
 Status Selector::select_mulhi_div_rem(const sdk::Instr& in) {
   QGPU_RETURN_IF_ERROR(need(in, 2));
-  // i8/i16 (clang narrows `x % 7u` or `__umulhi(x & 255, y & 255)`): quotients and remainders are the
-  // 32-bit ones of the operands extended; the high half of a product is the 32-bit product (exact:
-  // at most 2 x 16 bits) shifted down by the width.
+  // i8/i16 (clang narrows `x % 7u` when x fits 16 bits, and emits mul.hi.u16/.s16): quotients and
+  // remainders are the 32-bit ones of the operands extended; the high half of a product is the
+  // 32-bit product (exact: at most 2 x 16 bits) shifted down by the width.
   QGPU_RETURN_IF_ERROR(need_word(in, in.type, false, false, true));
   if (result_unused(in)) return {};
   QGPU_ASSIGN_OR_RETURN(auto* x, lookup(in, in.operands[0]));

@@ -135,7 +135,7 @@ Status Selector::select_wide(const sdk::Instr& in) {
     default: break;
   }
   return diag_.unsupported(
-      in, "i64 " + op_str(in.op) + " whose high 32 bits are used (by a 64-bit right shift or store) is not supported");
+      in, "i64 " + op_str(in.op) + " whose high 32 bits are used (by a 64-bit right shift, store or compare) is not supported");
 }
 
 // A compare of two i64 values whose high words are known (Analysis::wide): the high words decide
