@@ -189,6 +189,16 @@ sdk::Expected<BaseProfile> profile_base(sdk::BaseModel& base, sdk::TensorBackend
 
 }  // namespace
 
+weights::Layer merged_order(weights::Layer layer, const ChannelMap& map) {
+  weights::GdnLayer& g = layer.gdn;
+  for (weights::SparseMatrix* w : {&g.in_proj_qkv, &g.in_proj_z, &g.in_proj_b, &g.in_proj_a, &layer.mlp.gate,
+                                   &layer.mlp.up})
+    *w = map_columns(*w, map);
+  g.out_proj = map_rows(g.out_proj, map);
+  layer.mlp.down = map_rows(layer.mlp.down, map);
+  return layer;
+}
+
 MergedModel::MergedModel(sdk::BaseModel& base, sdk::TensorBackend& backend) : base_(&base), backend_(&backend) {}
 MergedModel::~MergedModel() = default;
 
@@ -347,10 +357,7 @@ sdk::Expected<std::unique_ptr<MergedModel>> MergedModel::create(sdk::BaseModel& 
       *w = spread_mute(*w, mute, cc.target.mute_gain, spread);
     m->circuit_layers_.push_back(l);
     if (in.sparse_circuit) continue;  // run by the reference model: nothing to upload
-    for (weights::SparseMatrix* w : {&g.in_proj_qkv, &g.in_proj_z, &g.in_proj_b, &g.in_proj_a, &l.mlp.gate, &l.mlp.up})
-      *w = map_columns(*w, map);
-    g.out_proj = map_rows(g.out_proj, map);
-    l.mlp.down = map_rows(l.mlp.down, map);
+    l = merged_order(l, map);
     std::map<std::string, const sdk::Tensor*> by_name;
     const auto index = static_cast<std::int64_t>(i);
     for (weights::DenseTensor& t : weights::export_layer(l, bs, index, wdt)) {

@@ -38,6 +38,10 @@ inline std::string num(double v) {
 
 }  // namespace detail
 
+// A circuit layer (circuit channel order) with its hidden-size columns and rows moved to the
+// merged channels: what the dense path uploads and `qgpu-host build` writes.
+weights::Layer merged_order(weights::Layer layer, const ChannelMap& map);
+
 struct MergedModel::Layer {
   const sdk::Tensor* input_norm = nullptr;
   const sdk::Tensor* post_norm = nullptr;

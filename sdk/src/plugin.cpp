@@ -18,6 +18,12 @@ Expected<ModelRunResult> Machine::run_model(const MachineProgram&, const std::ve
 Expected<CircuitReport> Machine::describe_circuit(const CircuitRequest&) {
   return not_available("a description of the machine's circuit");
 }
+Status Machine::merge_circuit(ModelHost&, const ModelRunOptions&) {
+  return not_available("merging the machine's circuit into a model");
+}
+Expected<std::vector<std::string>> Machine::record_token_names() {
+  return not_available("names of the record tokens");
+}
 MachineProgram::~MachineProgram() = default;
 BaseModel::~BaseModel() = default;
 TensorBackend::~TensorBackend() = default;

@@ -67,6 +67,14 @@ struct CircuitOptions {
 };
 int run_circuit(const core::Host& host, const CircuitOptions& options);
 
+struct BuildOptions {
+  std::string out;
+  std::string dtype = "bf16";
+  std::uint64_t max_shard_mb = 5000;  // 0: one model.safetensors
+  bool json = false;
+};
+int run_build(const core::Host& host, const BuildOptions& options);
+
 struct EvalOptions {
   std::string expression;
   std::string engine = "interp";  // interp, circuit or model
@@ -79,7 +87,8 @@ struct EvalOptions {
 int run_eval(const core::Host& host, const EvalOptions& options);
 
 struct GenerateOptions {
-  std::string prompt;  // generate
+  std::string prompt;      // generate
+  std::string prompt_ids;  // generate: ids instead of text ("1,2,3" or @FILE)
   std::string system;  // chat: an optional system message
   std::int64_t max_tokens = 64;
   core::SamplingFlags sampling;  // over the checkpoint's defaults (generation_config.json)

@@ -137,6 +137,16 @@ int main_impl(int argc, char** argv) {
   circuit->add_flag("--markdown", circuit_options.markdown, "print the Markdown tables of docs/MACHINE_CIRCUIT.md")
       ->excludes(circuit_json);
 
+  BuildOptions build_options;
+  CLI::App* build = app.add_subcommand(
+      "build", "write the merged model (circuit layers in front of the base) as a checkpoint transformers loads");
+  build->add_option("--out", build_options.out, "the checkpoint directory to write (new or empty)")->required();
+  build->add_option("--dtype", build_options.dtype, "the circuit layers and record rows: bf16 (default) or f32")
+      ->check(CLI::IsMember({"f32", "bf16"}));
+  build->add_option("--max-shard-mb", build_options.max_shard_mb,
+                    "safetensors shards of at most this many MB (default 5000; 0: one file)");
+  build->add_flag("--json", build_options.json, "print one JSON object: files, sizes and the manifest");
+
   EvalOptions eval_options;
   CLI::App* eval = app.add_subcommand(
       "eval", "evaluate an integer expression on the machine, one launch of a kernels/ kernel per operation");
@@ -173,7 +183,11 @@ int main_impl(int argc, char** argv) {
     cmd->add_flag("--stats", gen_options.stats, "print token counts and tokens/s on stderr");
   };
   CLI::App* gen = app.add_subcommand("generate", "continue a text prompt with the base model");
-  gen->add_option("--prompt", gen_options.prompt, "the text to continue")->required();
+  auto* gen_prompt = gen->add_option("--prompt", gen_options.prompt, "the text to continue");
+  gen->add_option("--prompt-ids", gen_options.prompt_ids,
+                  "token ids to continue instead of text: '1,2,3', or @FILE holding them (a JSON array or "
+                  "separated by commas or whitespace)")
+      ->excludes(gen_prompt);
   gen->add_flag("--echo", gen_options.echo, "print the prompt before its continuation");
   gen->add_flag("--json", gen_options.json,
                 "print one JSON object: prompt_ids, ids, text, stopped, stop_ids, sampling, model");
@@ -243,6 +257,7 @@ int main_impl(int argc, char** argv) {
 
   if (*info) return run_info(**host, info_options);
   if (*circuit) return run_circuit(**host, circuit_options);
+  if (*build) return run_build(**host, build_options);
   if (*batch) return run_batch(**host, batch_options);
   if (*run) {
     if (run_options.check && engine->count() == 0) run_options.engine = "model";  // --check needs a model engine

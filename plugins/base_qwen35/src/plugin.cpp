@@ -12,6 +12,7 @@
 #include <string>
 
 #include "qgpu/qwen35/checkpoint.h"
+#include "qgpu/qwen35/export.h"
 #include "qgpu/qwen35/stack.h"
 #include "qgpu/qwen35/tokenizer.h"
 #include "qgpu/sdk/sdk.h"
@@ -114,6 +115,7 @@ class Qwen35Base final : public sdk::BaseModel {
         {"tokenizer", true, "byte-level BPE, NFC, Qwen3.5 pre-tokenizer, ChatML"},
         {"forward", true, "through the configured tensor backend"},
         {"forward in pieces", true, "embed, run_layers, final_norm, lm_head (for the merged machine model)"},
+        {"export", true, "the checkpoint written again with added layers and vocabulary rows (qgpu-host build)"},
     };
     return d;
   }
@@ -173,6 +175,7 @@ class Qwen35Base final : public sdk::BaseModel {
     if (!stack) return stack.error();
 
     backend_ = &backend;
+    dir_ = dir;
     weights_ = std::move(weights);
     stack_.emplace(std::move(*stack));
     tokenizer_.emplace(std::move(*tokenizer));
@@ -327,6 +330,12 @@ class Qwen35Base final : public sdk::BaseModel {
     return stack_->lm_head(normed);
   }
 
+  sdk::Expected<std::vector<std::string>> export_checkpoint(const sdk::CheckpointExport& request,
+                                                            sdk::ExportSource& source) override {
+    if (!stack_) return sdk::internal_error("export_checkpoint() before load()");
+    return qwen35::export_checkpoint(dir_, request, source);
+  }
+
  private:
   // `s` as this model's own sequence type, or nullptr.
   Qwen35Sequence* ours(const sdk::Sequence& s) const {
@@ -360,6 +369,7 @@ class Qwen35Base final : public sdk::BaseModel {
   bool enable_thinking_ = false;
   sdk::Logger logger_;
   sdk::TensorBackend* backend_ = nullptr;
+  fs::path dir_;  // the loaded checkpoint
   std::map<std::string, sdk::Handle<sdk::Tensor>> weights_;
   std::optional<Qwen35Stack> stack_;
   std::optional<Tokenizer> tokenizer_;

@@ -618,6 +618,15 @@ sdk::Expected<sdk::CircuitReport> describe_circuit(const sdk::CircuitRequest& re
   return weights::report((*x)->c, (*x)->cc, request.engine);
 }
 
+sdk::Status merge_circuit(sdk::ModelHost& host, const sdk::ModelRunOptions& options) {
+  sdk::ModelRunOptions o = options;
+  o.engine = "model";
+  o.model = &host;
+  auto x = compiled_machine(o);
+  if (!x) return x.status();
+  return merge_machine(**x, host, o);
+}
+
 sdk::Expected<sdk::ModelRunResult> run_on_circuit(const Program& program, const std::vector<sdk::LaunchArg>& args,
                                                   const sdk::ModelRunOptions& options) {
   auto run = CircuitRun::start(program, args, options);

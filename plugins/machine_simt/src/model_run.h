@@ -69,6 +69,10 @@ sdk::Status circuit_supports(const MachineConfig& config);
 sdk::Expected<sdk::CircuitReport> describe_circuit(const sdk::CircuitRequest& request,
                                                    const std::function<void(std::string_view)>& on_progress);
 
+// Compiles the merge's circuit for host.shapes() (once per process) and merges it into `host`
+// with the record rows (Machine::merge_circuit).
+sdk::Status merge_circuit(sdk::ModelHost& host, const sdk::ModelRunOptions& options);
+
 // start + feed_prompt + generate + finish.
 sdk::Expected<sdk::ModelRunResult> run_on_circuit(const Program& program, const std::vector<sdk::LaunchArg>& args,
                                                   const sdk::ModelRunOptions& options);

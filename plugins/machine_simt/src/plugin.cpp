@@ -98,6 +98,21 @@ class SimtMachine final : public sdk::Machine {
     return run_on_circuit(*simt, args, options);
   }
 
+  sdk::Status merge_circuit(sdk::ModelHost& host, const sdk::ModelRunOptions& options) override {
+    return simt::merge_circuit(host, options);
+  }
+
+  sdk::Expected<std::vector<std::string>> record_token_names() override {
+    std::vector<std::string> names;
+    names.reserve(static_cast<std::size_t>(vocabulary_rows()));
+    for (std::int64_t offset = 0; offset < vocabulary_rows(); ++offset) {
+      auto record = token_record(offset);
+      // A row the protocol reserves (never fed, never generated) still gets a name of its own.
+      names.push_back(record ? token_name(*record) : "reserved " + std::to_string(offset));
+    }
+    return names;
+  }
+
   sdk::Expected<sdk::CircuitReport> describe_circuit(const sdk::CircuitRequest& request) override {
     return simt::describe_circuit(request, [this](std::string_view line) { logger_.info(line); });
   }

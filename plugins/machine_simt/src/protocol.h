@@ -129,6 +129,9 @@ sdk::Expected<std::vector<Record>> decode_tokens(std::span<const std::int64_t> i
 
 // One line per record, e.g. "EXEC B1 w0 0b0111", "WREG w0 r2 0b0111 byte [4, 10, 18]".
 std::string to_text(const Record& record);
+// One token by itself (token_record), its header fields only: "WREG w0 r2 0b0111 byte",
+// "ROM B1.2 lo", "DATA 0x3f"; the names a tokenizer gives the record rows.
+std::string token_name(const Record& record);
 const char* kind_name(RecordKind kind);  // "EXEC", "WREG", ... ("?" past the last kind)
 std::string lane_mask_text(std::uint32_t lanes);
 

@@ -65,27 +65,46 @@ DenseTensor vec(const std::string& name, const std::vector<double>& v, std::vect
 
 }  // namespace
 
-std::vector<DenseTensor> export_layer(const Layer& layer, const sdk::LayerShapes& s, std::int64_t index, DType dtype) {
-  auto n = [&](const std::string& suffix) { return layer_tensor_name(index, suffix); };
+const std::vector<std::string>& layer_tensor_suffixes() {
+  static const std::vector<std::string> suffixes = {
+      "input_layernorm.weight",         "linear_attn.in_proj_qkv.weight", "linear_attn.in_proj_z.weight",
+      "linear_attn.in_proj_b.weight",   "linear_attn.in_proj_a.weight",   "linear_attn.conv1d.weight",
+      "linear_attn.dt_bias",            "linear_attn.A_log",              "linear_attn.norm.weight",
+      "linear_attn.out_proj.weight",    "post_attention_layernorm.weight", "mlp.gate_proj.weight",
+      "mlp.up_proj.weight",             "mlp.down_proj.weight"};
+  return suffixes;
+}
+
+std::optional<DenseTensor> export_layer_tensor(const Layer& layer, const sdk::LayerShapes& s, std::int64_t index,
+                                               const std::string& suffix, DType dtype) {
+  const std::string name = layer_tensor_name(index, suffix);
   const GdnLayer& g = layer.gdn;
   const std::int64_t nv = s.linear_num_value_heads, dv = s.linear_value_head_dim;
-  const std::int64_t C = g.in_proj_qkv.rows;
+  if (suffix == "input_layernorm.weight" || suffix == "post_attention_layernorm.weight")
+    return make(name, {s.hidden_size}, dtype);
+  if (suffix == "linear_attn.in_proj_qkv.weight") return dense(name, g.in_proj_qkv, dtype);
+  if (suffix == "linear_attn.in_proj_z.weight") return dense(name, g.in_proj_z, dtype);
+  if (suffix == "linear_attn.in_proj_b.weight") return dense(name, g.in_proj_b, dtype);
+  if (suffix == "linear_attn.in_proj_a.weight") return dense(name, g.in_proj_a, dtype);
+  if (suffix == "linear_attn.conv1d.weight")
+    return vec(name, g.conv1d, {g.in_proj_qkv.rows, 1, s.linear_conv_kernel}, dtype);
+  if (suffix == "linear_attn.dt_bias") return vec(name, g.dt_bias, {nv}, dtype);
+  if (suffix == "linear_attn.A_log") return vec(name, g.a_log, {nv}, dtype);
+  if (suffix == "linear_attn.norm.weight") {
+    const double w = dtype == DType::kF32 ? g.norm_weight_f32 : g.norm_weight_bf16;
+    return vec(name, std::vector<double>(static_cast<std::size_t>(dv), w), {dv}, dtype);
+  }
+  if (suffix == "linear_attn.out_proj.weight") return dense(name, g.out_proj, dtype);
+  if (suffix == "mlp.gate_proj.weight") return dense(name, layer.mlp.gate, dtype);
+  if (suffix == "mlp.up_proj.weight") return dense(name, layer.mlp.up, dtype);
+  if (suffix == "mlp.down_proj.weight") return dense(name, layer.mlp.down, dtype);
+  return std::nullopt;
+}
+
+std::vector<DenseTensor> export_layer(const Layer& layer, const sdk::LayerShapes& s, std::int64_t index, DType dtype) {
   std::vector<DenseTensor> out;
-  out.push_back(make(n("input_layernorm.weight"), {s.hidden_size}, dtype));
-  out.push_back(dense(n("linear_attn.in_proj_qkv.weight"), g.in_proj_qkv, dtype));
-  out.push_back(dense(n("linear_attn.in_proj_z.weight"), g.in_proj_z, dtype));
-  out.push_back(dense(n("linear_attn.in_proj_b.weight"), g.in_proj_b, dtype));
-  out.push_back(dense(n("linear_attn.in_proj_a.weight"), g.in_proj_a, dtype));
-  out.push_back(vec(n("linear_attn.conv1d.weight"), g.conv1d, {C, 1, s.linear_conv_kernel}, dtype));
-  out.push_back(vec(n("linear_attn.dt_bias"), g.dt_bias, {nv}, dtype));
-  out.push_back(vec(n("linear_attn.A_log"), g.a_log, {nv}, dtype));
-  double w = dtype == DType::kF32 ? g.norm_weight_f32 : g.norm_weight_bf16;
-  out.push_back(vec(n("linear_attn.norm.weight"), std::vector<double>(static_cast<std::size_t>(dv), w), {dv}, dtype));
-  out.push_back(dense(n("linear_attn.out_proj.weight"), g.out_proj, dtype));
-  out.push_back(make(n("post_attention_layernorm.weight"), {s.hidden_size}, dtype));
-  out.push_back(dense(n("mlp.gate_proj.weight"), layer.mlp.gate, dtype));
-  out.push_back(dense(n("mlp.up_proj.weight"), layer.mlp.up, dtype));
-  out.push_back(dense(n("mlp.down_proj.weight"), layer.mlp.down, dtype));
+  for (const std::string& suffix : layer_tensor_suffixes())
+    out.push_back(*export_layer_tensor(layer, s, index, suffix, dtype));
   return out;
 }
 

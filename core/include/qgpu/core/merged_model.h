@@ -150,6 +150,20 @@ class MergedModel {
   // A residual row in the merged channel order, back in the circuit's (for weights::read_word).
   std::vector<float> circuit_order(std::span<const float> merged_row) const;
 
+  // `qgpu-host build` (core/build.h): the merged model's own tensors as a stock checkpoint holds
+  // them. Circuit layer `layer`'s tensor `suffix` (weights::layer_tensor_suffixes), in the merged
+  // channel order, in the backend's dtype, as the dense path uploads it.
+  sdk::Expected<weights::DenseTensor> export_circuit_tensor(std::int64_t layer, const std::string& suffix) const;
+  // The record rows [records, H] of the embedding (head false) or of the output head (true: the
+  // unembedding divided by the final norm's scales), values rounded to the backend's dtype, as
+  // the dense path uploads them.
+  sdk::Expected<std::vector<float>> export_record_rows(bool head) const;
+  // A hash of the circuit layers as merged (FNV-1a 64 over every weight, merged channel order)
+  // and of the record rows: equal hashes, equal merged layers.
+  std::uint64_t circuit_hash() const;
+  weights::DType dtype() const { return dtype_; }
+  std::int64_t unembedding_rows() const { return unembedding_rows_; }
+
   // Runs `ids` after the tokens already seen in the sequence in use (runs of text and of
   // record ids go through the layers in turn; a run is one backend call per layer).
   sdk::Expected<MergedForward> forward(std::span<const std::int64_t> ids, const ForwardOptions& options = {});

@@ -75,4 +75,28 @@ std::string to_text(const Record& r) {
   return o.str();
 }
 
+std::string token_name(const Record& r) {
+  std::ostringstream o;
+  o << kNames[static_cast<int>(r.kind)];
+  const char* format = kFormatNames[static_cast<int>(r.format)];
+  switch (r.kind) {
+    case RecordKind::kWreg: o << " w" << r.warp << " r" << r.reg << " " << lane_mask_text(r.lanes) << " " << format; break;
+    case RecordKind::kWmem:
+      o << " " << (r.shared ? "shared" : "global") << "[" << r.word;
+      if (r.count > 1) o << ".." << r.word + r.count - 1;
+      o << "] " << format;
+      break;
+    case RecordKind::kRom: o << " B" << r.block << "." << r.slot << (r.half ? " hi" : " lo"); break;
+    case RecordKind::kLive:
+      if (r.block == kLiveExited)
+        o << " exited";
+      else
+        o << " B" << r.block;
+      break;
+    case RecordKind::kLaunch: break;  // threads and grid are in its DATA token
+    default: return to_text(r);
+  }
+  return o.str();
+}
+
 }  // namespace qgpu::simt

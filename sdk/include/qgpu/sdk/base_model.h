@@ -7,6 +7,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "qgpu/sdk/chat.h"
@@ -64,6 +65,39 @@ class QGPU_SDK_API Sequence {
 
  protected:
   ~Sequence() = default;
+};
+
+// `qgpu-host build`: a base written as a checkpoint of its own format with `layers` decoder
+// layers of another model in front of its own (stock linear-attention layers of the base's
+// shapes) and `rows` vocabulary rows after its own (ids vocab_size .. vocab_size + rows - 1),
+// with an untied output head. The base's own tensors are copied as stored.
+struct CheckpointExport {
+  std::string directory;  // created if missing; must hold no checkpoint files yet
+  DType dtype = DType::kBF16;  // the added layers and rows (F32 or BF16), and the config's dtype
+  std::int64_t layers = 0;
+  std::int64_t rows = 0;
+  // The tokenizer's text for each added row (added as special tokens), `rows` entries.
+  std::vector<std::string> row_tokens;
+  // Extra files written into the directory as given: (file name, contents), e.g. a manifest.
+  std::vector<std::pair<std::string, std::string>> files;
+  std::uint64_t max_shard_bytes = 5'000'000'000;  // 0: one file
+};
+
+// What a CheckpointExport adds, asked for tensor by tensor while the files are written.
+class QGPU_SDK_API ExportSource {
+ public:
+  // Added layer `layer` (0-based)'s tensor named `suffix` as the base's checkpoint names it
+  // below a layer ("linear_attn.in_proj_qkv.weight", "mlp.down_proj.weight", ...): fills `out`
+  // (contiguous, F32 or BF16, of the stock shape) with values exact in CheckpointExport::dtype.
+  virtual Status fill_layer(std::int64_t layer, std::string_view suffix, const TensorView& out) = 0;
+  // The added rows [rows, hidden] of the embedding (head false) or of the output head (true),
+  // as `fill_layer` fills.
+  virtual Status fill_rows(bool head, const TensorView& out) = 0;
+  // Bytes written so far of `total` (called after every tensor).
+  virtual void written(std::uint64_t done, std::uint64_t total) {}
+
+ protected:
+  ~ExportSource() = default;
 };
 
 class QGPU_SDK_API BaseModel : public Plugin {
@@ -136,6 +170,13 @@ class QGPU_SDK_API BaseModel : public Plugin {
   }
   virtual Expected<Handle<Tensor>> run_layers(Sequence& sequence, const Tensor& hidden) {
     return not_available("sequences");
+  }
+
+  // --- Export. Writes the loaded base's checkpoint with `request`'s layers and rows added
+  // (CheckpointExport); returns the files written, in order.
+  virtual Expected<std::vector<std::string>> export_checkpoint(const CheckpointExport& request,
+                                                               ExportSource& source) {
+    return not_available("writing a checkpoint");
   }
 };
 

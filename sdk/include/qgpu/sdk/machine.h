@@ -196,6 +196,13 @@ class QGPU_SDK_API Machine : public Plugin {
   // Default: not available.
   virtual Expected<ModelRunResult> run_model(const MachineProgram& program, const std::vector<LaunchArg>& args,
                                              const ModelRunOptions& options);
+  // Compiles the circuit for host.shapes() (options: dtype and progress sinks) and merges it
+  // into `host` with its record rows (ModelHost::merge), without running a launch: `qgpu-host
+  // build` then writes the merged model out. Default: not available.
+  virtual Status merge_circuit(ModelHost& host, const ModelRunOptions& options);
+  // A readable name for each record token (token id ModelHost::text_rows() + i), one per
+  // record row: what a tokenizer shows for it. Default: not available.
+  virtual Expected<std::vector<std::string>> record_token_names();
   // The machine's circuit as compiled for request.engine: layer by layer, what each of its
   // units uses (`qgpu-host circuit`). Default: not available.
   virtual Expected<CircuitReport> describe_circuit(const CircuitRequest& request);

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -75,6 +76,12 @@ struct DenseTensor {
 
 // "model.language_model.layers.{index}.<suffix>"
 std::string layer_tensor_name(std::int64_t index, const std::string& suffix);
+// The 14 tensor names of a linear-attention decoder layer below "model.language_model.layers.{i}.",
+// in export order.
+const std::vector<std::string>& layer_tensor_suffixes();
+// One of them (nullopt for a suffix not among them), dense, in `dtype`.
+std::optional<DenseTensor> export_layer_tensor(const Layer& layer, const sdk::LayerShapes& shapes, std::int64_t index,
+                                               const std::string& suffix, DType dtype);
 // Every tensor of one linear-attention decoder layer (14 tensors), dense, in `dtype`.
 // A_log and linear_attn.norm.weight are exported in `dtype` too (a later step may keep them F32).
 std::vector<DenseTensor> export_layer(const Layer& layer, const sdk::LayerShapes& shapes, std::int64_t index,
