@@ -577,7 +577,7 @@ int main_impl(int argc, char** argv) {
     auto m = core::load_merge(**host, backend_options, !o.dense);
     if (!m) return fail("", m.error().to_string());
     merge = std::move(*m);
-    bench.set_model_host(merge->host.get());
+    bench.set_model_host(merge->model_host());
   }
   std::vector<Row> rows(cases.size());
   for (std::size_t i = 0; i < cases.size(); ++i) {

@@ -166,7 +166,8 @@ sdk::Expected<BuildResult> build_checkpoint(const Host& host, const BuildOptions
                       {"vocab_size", result.text_rows}};
   manifest["circuit"] = {{"layers", result.circuit_layers},
                          {"first_base_layer", result.circuit_layers},
-                         {"hash", "fnv1a64:" + hex64(model->circuit_hash())}};
+                         {"hash", "fnv1a64:" + hex64(model->circuit_hash())},
+                         {"compiled_hash", "fnv1a64:" + hex64(merge->host->merged_hash())}};
   manifest["records"] = {{"rows", records},
                          {"first_id", result.text_rows},
                          {"token_format", "<|qgpu:NAME|>"}};

@@ -108,7 +108,7 @@ sdk::Expected<LaunchOutcome> Launcher::launch(const sdk::MachineProgram& program
     QGPU_ASSIGN_OR_RETURN(LoadedMerge * m, merge());
     sdk::ModelRunOptions model_options = options_.model;
     model_options.engine = m ? "model" : "circuit";
-    model_options.model = m ? m->host.get() : nullptr;
+    model_options.model = m ? m->model_host() : nullptr;
     QGPU_ASSIGN_OR_RETURN(out.model, guarded_call(machine_name_, "run_model()",
                                                   [&] { return machine_->run_model(program, args, model_options); }));
     out.modelled = true;

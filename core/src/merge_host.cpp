@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "merged_model_internal.h"
+#include "qgpu/core/built_host.h"
 #include "qgpu/core/merged_model.h"
 
 namespace qgpu::core {
@@ -25,7 +26,11 @@ sdk::Expected<std::unique_ptr<LoadedMerge>> load_merge(const Host& host,
   const std::string name = host.select(QGPU_PLUGIN_BASE_MODEL)->plugin->name;
   auto info = guarded_call(name, "load()", [&] { return m->base->load(*m->backend); });
   if (!info) return info.error();
-  m->host = std::make_unique<MergeHost>(*m->base, *info, *m->backend, sparse);
+  QGPU_ASSIGN_OR_RETURN(std::optional<BuiltManifest> manifest, read_built_manifest(info->checkpoint));
+  if (manifest)
+    m->built = std::make_unique<BuiltHost>(*m->base, *info, *m->backend, std::move(*manifest));
+  else
+    m->host = std::make_unique<MergeHost>(*m->base, *info, *m->backend, sparse);
   return m;
 }
 
@@ -45,6 +50,7 @@ sdk::Status MergeHost::merge(const weights::CompiledCircuit& circuit, const sdk:
   merged_ = std::move(*m);
   QGPU_RETURN_IF_ERROR(merged_->reset());
   circuit_ = &circuit;
+  merged_hash_ = compiled_hash(circuit, rows);
   guard_ratio_ = 0;
   guarded_ = 0;
   return sdk::Status::ok();

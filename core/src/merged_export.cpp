@@ -73,25 +73,34 @@ class Fnv {
   std::uint64_t h_ = 0xcbf29ce484222325ull;
 };
 
+void hash_layer(Fnv& h, const weights::Layer& l) {
+  const weights::GdnLayer& g = l.gdn;
+  for (const weights::SparseMatrix* m :
+       {&g.in_proj_qkv, &g.in_proj_z, &g.in_proj_b, &g.in_proj_a, &g.out_proj, &l.mlp.gate, &l.mlp.up, &l.mlp.down})
+    h.matrix(*m);
+  h.values(g.conv1d);
+  h.values(g.a_log);
+  h.values(g.dt_bias);
+  h.bytes(&g.norm_weight_f32, sizeof g.norm_weight_f32);
+  h.bytes(&g.norm_weight_bf16, sizeof g.norm_weight_bf16);
+}
+
 }  // namespace
 
 std::uint64_t MergedModel::circuit_hash() const {
   Fnv h;
-  for (const weights::Layer& circuit : circuit_layers_) {
-    const weights::Layer l = merged_order(circuit, map_);
-    const weights::GdnLayer& g = l.gdn;
-    for (const weights::SparseMatrix* m :
-         {&g.in_proj_qkv, &g.in_proj_z, &g.in_proj_b, &g.in_proj_a, &g.out_proj, &l.mlp.gate, &l.mlp.up, &l.mlp.down})
-      h.matrix(*m);
-    h.values(g.conv1d);
-    h.values(g.a_log);
-    h.values(g.dt_bias);
-    h.bytes(&g.norm_weight_f32, sizeof g.norm_weight_f32);
-    h.bytes(&g.norm_weight_bf16, sizeof g.norm_weight_bf16);
-  }
+  for (const weights::Layer& circuit : circuit_layers_) hash_layer(h, merged_order(circuit, map_));
   h.values(sparse_head_.row_ptr);
   h.values(sparse_head_.col);
   h.values(sparse_head_.scaled);
+  return h.value();
+}
+
+std::uint64_t compiled_hash(const weights::CompiledCircuit& circuit, const sdk::RecordRows& rows) {
+  Fnv h;
+  for (const weights::Layer& l : circuit.layers) hash_layer(h, l);
+  h.bytes(&rows.records, sizeof rows.records);
+  if (rows.unembedding != nullptr) h.matrix(*rows.unembedding);
   return h.value();
 }
 

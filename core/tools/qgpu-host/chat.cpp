@@ -100,6 +100,10 @@ sdk::Expected<ChatSession> open_session(const core::Host& host, const ChatOption
   // Engine model: the chat's text runs on the base the launches are merged into (one copy of the weights).
   QGPU_ASSIGN_OR_RETURN(core::LoadedMerge * merge,
                         s.launcher ? s.launcher->merge() : sdk::Expected<core::LoadedMerge*>(nullptr));
+  if (merge != nullptr && merge->host == nullptr)
+    return sdk::unsupported(
+        "chat --engine model on a built checkpoint is not supported yet (its launches and the chat would share one "
+        "sequence); use --engine circuit, or the config it was built from");
   if (merge != nullptr) {
     s.model = std::make_unique<LoadedModel>();
     s.model->backend = merge->backend;
@@ -265,7 +269,7 @@ int run_chat(const core::Host& host, const ChatOptions& options) {
   nlohmann::ordered_json silence;
   if (options.silence) {
     core::LoadedMerge* merge = session->launcher ? session->launcher->loaded_merge() : nullptr;
-    if (merge == nullptr || merge->host->merged() == nullptr)
+    if (merge == nullptr || merge->host == nullptr || merge->host->merged() == nullptr)
       return report(sdk::invalid_argument("--silence: no launch merged the model (it needs --engine model and a tool call)"));
     std::vector<sdk::ToolDeclaration> tools;
     if (tool) tools = tool->declarations(*mode);

@@ -127,6 +127,9 @@ int run_kernel(const core::Host& host, const RunOptions& options) {
   // --silence: the base alone against the merged model around the launch (docs/MACHINE_CIRCUIT.md §6).
   std::string silence_line;
   if (!options.silence.empty()) {
+    if (merge->host == nullptr)
+      return report(sdk::unsupported("--silence compares the base with the merged model; a built checkpoint has "
+                                     "no separate base (run it from the config it was built with)"));
     auto text = merge->base->encode(options.silence);
     if (!text) return report(text.error().with_context("--silence"));
     if (text->empty()) return report(sdk::invalid_argument("--silence: the text encodes to no tokens"));
@@ -181,7 +184,7 @@ int run_kernel(const core::Host& host, const RunOptions& options) {
       out["timings"] = nlohmann::ordered_json::object();
       for (const auto& [key, value] : model.timings) out["timings"][key] = value;
     }
-    if (merge && merge->host->merged() != nullptr) {
+    if (merge && merge->host && merge->host->merged() != nullptr) {
       const core::MergedModel& mm = *merge->host->merged();
       out["merge"] = {{"silence", core::to_json(mm.silence())},
                       {"choice", core::to_json(mm.placement())},
@@ -202,7 +205,7 @@ int run_kernel(const core::Host& host, const RunOptions& options) {
   for (const auto& a : arrays) std::printf("%s = %s\n", a.param.c_str(), core::format_array(a.array).c_str());
   if (use_model)
     std::printf("%s\n", model_summary(use_interp ? "interp = circuit" : options.engine, options.dtype, model).c_str());
-  if (merge && merge->host->guarded() > 0)
+  if (merge && merge->host && merge->host->guarded() > 0)
     std::printf(
         "choice guard: %lld record positions; what the base's layers added moved the record logits by at "
         "most %.3g of half the circuit's own margin (below 1: the base could not have changed a choice)\n",

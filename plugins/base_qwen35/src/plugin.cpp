@@ -330,6 +330,18 @@ class Qwen35Base final : public sdk::BaseModel {
     return stack_->lm_head(normed);
   }
 
+  sdk::Expected<bool> download_layer_state(std::int64_t layer, const sdk::TensorView& out) override {
+    if (!stack_) return sdk::invalid_argument("download_layer_state() before load()");
+    const auto& layers = stack_->own_state().layers;
+    if (layer < 0 || layer >= static_cast<std::int64_t>(layers.size()))
+      return sdk::invalid_argument("download_layer_state: layer " + std::to_string(layer) + " of " +
+                                   std::to_string(layers.size()));
+    const sdk::Handle<sdk::LayerState>& state = layers[static_cast<std::size_t>(layer)];
+    if (!state || state->tokens() == 0) return false;
+    QGPU_RETURN_IF_ERROR(backend_->download_state(*state, out).with_context("layer " + std::to_string(layer)));
+    return true;
+  }
+
   sdk::Expected<std::vector<std::string>> export_checkpoint(const sdk::CheckpointExport& request,
                                                             sdk::ExportSource& source) override {
     if (!stack_) return sdk::internal_error("export_checkpoint() before load()");

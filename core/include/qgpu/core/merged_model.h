@@ -239,6 +239,11 @@ sdk::Expected<SilenceCertificate> base_silence(sdk::BaseModel& base, sdk::Tensor
 // channel and kMuteWidth - 1 free ones: weights::Target::mute_width).
 inline constexpr int kMuteWidth = 64;
 
+// A hash of a compiled circuit and its record rows as a machine hands them to ModelHost::merge
+// (FNV-1a 64 over the layers' weights, the record count and the unembedding): `qgpu-host build`
+// records it, and a built checkpoint accepts only the circuit it was built from.
+std::uint64_t compiled_hash(const weights::CompiledCircuit& circuit, const sdk::RecordRows& rows);
+
 // sdk::ModelHost over a base and a backend (`run --engine model`): each merge()
 // replaces the merged model; forward() returns the last position's logits.
 class MergeHost final : public sdk::ModelHost {
@@ -264,6 +269,7 @@ class MergeHost final : public sdk::ModelHost {
   sdk::Expected<weights::StateView> circuit_state() override;
   std::string describe() const override;
   MergedModel* merged() { return merged_.get(); }  // after merge()
+  std::uint64_t merged_hash() const { return merged_hash_; }  // compiled_hash() of the last merge
   // The largest deviation / (circuit margin / 2) over the guarded forwards since the merge: below 1
   // the base could not have changed the choice whatever the details; above 1 the choice
   // held at every token (or forward() failed) but with less to spare.
@@ -279,18 +285,24 @@ class MergeHost final : public sdk::ModelHost {
   std::unique_ptr<MergedModel> merged_;
   double guard_ratio_ = 0;
   std::int64_t guarded_ = 0;
+  std::uint64_t merged_hash_ = 0;
 };
 
 // The config's base loaded on its backend and a MergeHost over them (`run --engine model`,
 // `qgpu_bench_launch --model`). `backend_options` replace config values (e.g. the dtype);
 // `sparse`: MergeInputs::sparse_circuit. Destroys the merged layers, then the base, then
 // the backend.
+// A base whose checkpoint was written by `qgpu-host build` (its directory holds qgpu.json) gets a
+// BuiltHost instead: it runs the launch on the checkpoint's own layers and merges nothing.
 struct LoadedMerge {
   std::shared_ptr<sdk::TensorBackend> backend;
   std::shared_ptr<sdk::BaseModel> base;
-  std::unique_ptr<MergeHost> host;
+  std::unique_ptr<MergeHost> host;        // an ordinary base: the machine merges in front of it
+  std::unique_ptr<sdk::ModelHost> built;  // a built checkpoint (core/built_host.h); `host` is null
+  sdk::ModelHost* model_host() const { return built ? built.get() : static_cast<sdk::ModelHost*>(host.get()); }
   ~LoadedMerge() {
     host.reset();
+    built.reset();
     base.reset();
   }
 };

@@ -116,20 +116,38 @@ Status write_tokenizer(const fs::path& source, const fs::path& out, std::int64_t
   QGPU_ASSIGN_OR_RETURN(json tok, read_json(source / "tokenizer.json"));
   if (!tok.contains("added_tokens") || !tok["added_tokens"].is_array()) tok["added_tokens"] = json::array();
   std::set<std::string, std::less<>> taken;
-  for (const json& t : tok["added_tokens"])
+  std::int64_t next = 0;  // one past the tokenizer's largest id
+  auto id_of = [&next](const json& id) {
+    if (id.is_number_integer()) next = std::max(next, id.get<std::int64_t>() + 1);
+  };
+  for (const json& t : tok["added_tokens"]) {
     if (t.contains("content") && t["content"].is_string()) taken.insert(t["content"].get<std::string>());
+    if (t.contains("id")) id_of(t["id"]);
+  }
   if (tok.contains("model") && tok["model"].contains("vocab") && tok["model"]["vocab"].is_object())
-    for (const auto& [piece, id] : tok["model"]["vocab"].items()) taken.insert(piece);
+    for (const auto& [piece, id] : tok["model"]["vocab"].items()) {
+      taken.insert(piece);
+      id_of(id);
+    }
+  if (next > first_id)
+    return sdk::invalid_argument("export: the base's tokenizer has ids up to " + std::to_string(next - 1) +
+                                 ", past its " + std::to_string(first_id) + " embedding rows");
   auto entry = [](const std::string& content) {
     return json{{"content", content}, {"single_word", false}, {"lstrip", false},
                 {"rstrip", false},    {"normalized", false},  {"special", true}};
   };
-  for (std::size_t i = 0; i < tokens.size(); ++i) {
-    if (!taken.insert(tokens[i]).second)
-      return sdk::invalid_argument("export: the added token '" + printable(tokens[i]) +
+  // Embedding rows the base's tokenizer has no text for (Qwen3.5 pads its 248,077 tokens to
+  // 248,320 rows) get placeholders: the tokenizers library numbers added tokens without gaps, so
+  // without them every added token after the gap would get another id.
+  std::vector<std::pair<std::int64_t, std::string>> added;
+  for (std::int64_t id = next; id < first_id; ++id) added.emplace_back(id, "<|qgpu:unused " + std::to_string(id) + "|>");
+  for (std::size_t i = 0; i < tokens.size(); ++i) added.emplace_back(first_id + static_cast<std::int64_t>(i), tokens[i]);
+  for (const auto& [id, content] : added) {
+    if (!taken.insert(content).second)
+      return sdk::invalid_argument("export: the added token '" + printable(content) +
                                    "' is already in the base's tokenizer");
-    json t = {{"id", first_id + static_cast<std::int64_t>(i)}};
-    t.update(entry(tokens[i]));
+    json t = {{"id", id}};
+    t.update(entry(content));
     tok["added_tokens"].push_back(std::move(t));
   }
   QGPU_RETURN_IF_ERROR(write_file(out / "tokenizer.json", dump(tok)));
@@ -137,8 +155,7 @@ Status write_tokenizer(const fs::path& source, const fs::path& out, std::int64_t
   if (!fs::exists(source / "tokenizer_config.json")) return Status::ok();
   QGPU_ASSIGN_OR_RETURN(json config, read_json(source / "tokenizer_config.json"));
   if (config.contains("added_tokens_decoder") && config["added_tokens_decoder"].is_object())
-    for (std::size_t i = 0; i < tokens.size(); ++i)
-      config["added_tokens_decoder"][std::to_string(first_id + static_cast<std::int64_t>(i))] = entry(tokens[i]);
+    for (const auto& [id, content] : added) config["added_tokens_decoder"][std::to_string(id)] = entry(content);
   QGPU_RETURN_IF_ERROR(write_file(out / "tokenizer_config.json", dump(config)));
   files.push_back((out / "tokenizer_config.json").string());
   return Status::ok();

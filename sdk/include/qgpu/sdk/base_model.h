@@ -171,6 +171,12 @@ class QGPU_SDK_API BaseModel : public Plugin {
   virtual Expected<Handle<Tensor>> run_layers(Sequence& sequence, const Tensor& hidden) {
     return not_available("sequences");
   }
+  // Linear-attention layer `layer`'s recurrent state in the model's own sequence, as
+  // TensorBackend::download_state gives it ([value heads, dk, dv] f32 into `out`); false (and
+  // `out` untouched) when no token has run through the layer yet.
+  virtual Expected<bool> download_layer_state(std::int64_t layer, const TensorView& out) {
+    return not_available("layer states");
+  }
 
   // --- Export. Writes the loaded base's checkpoint with `request`'s layers and rows added
   // (CheckpointExport); returns the files written, in order.

@@ -71,6 +71,7 @@ class Qwen35Stack {
   // Forget the stack's own sequence (every layer state back to empty).
   void reset();
   std::int64_t tokens() const { return own_.tokens; }
+  const State& own_state() const { return own_; }
 
  private:
   struct Layer {
