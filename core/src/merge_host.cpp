@@ -28,7 +28,7 @@ sdk::Expected<std::unique_ptr<LoadedMerge>> load_merge(const Host& host,
   if (!info) return info.error();
   QGPU_ASSIGN_OR_RETURN(std::optional<BuiltManifest> manifest, read_built_manifest(info->checkpoint));
   if (manifest)
-    m->built = std::make_unique<BuiltHost>(*m->base, *info, *m->backend, std::move(*manifest));
+    m->built = std::make_unique<BuiltHost>(*m->base, *info, *m->backend, std::move(*manifest), sparse);
   else
     m->host = std::make_unique<MergeHost>(*m->base, *info, *m->backend, sparse);
   return m;

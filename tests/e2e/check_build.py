@@ -10,8 +10,9 @@
    gap), qgpu.json.
 2. The dot launch of GOLDEN (tests/golden/build, what transformers generated on a checkpoint built
    from this config, bench/build/transformers_check.py): the same ids from run --engine model on
-   CONFIG, from run --engine model --check on the built checkpoint (arrays read from its own
-   state), and from plain `generate --prompt-ids` on the built checkpoint (no machine at all).
+   CONFIG, from run --engine model --check on the built checkpoint (its circuit layers read back
+   sparse, and --dense; arrays read from its own state), and from plain `generate --prompt-ids` on
+   the built checkpoint (no machine at all).
 3. Refusals: building into a directory that holds a checkpoint; running it in another dtype.
 The safetensors are read with the standard library only (the header is JSON).
 """
@@ -175,10 +176,12 @@ def main():
         with open(built_config, "w") as f:
             f.write(text.replace("checkpoint: synthetic", f"checkpoint: {built}").replace("dtype: f32", "dtype: bf16"))
         built_host = [host[0], "--config", built_config]
-        built_run = json.loads(run(built_host + DOT + ["--check"]).stdout)
-        if built_run["generated_ids"] != golden["generated_ids"] or built_run["arrays"]["out"] != [32] or \
-                not built_run["check"]["ok"]:
-            fail(f"run on the built checkpoint: {built_run['generated_ids']}, out {built_run['arrays']['out']}")
+        for path in ([], ["--dense"]):  # circuit layers read back sparse (the default), or dense
+            built_run = json.loads(run(built_host + DOT + ["--check"] + path).stdout)
+            if built_run["generated_ids"] != golden["generated_ids"] or built_run["arrays"]["out"] != [32] or \
+                    not built_run["check"]["ok"]:
+                fail(f"run {' '.join(path)} on the built checkpoint: {built_run['generated_ids']}, "
+                     f"out {built_run['arrays']['out']}")
 
         ids = os.path.join(workdir, "prompt_ids.json")
         with open(ids, "w") as f:

@@ -330,6 +330,20 @@ class Qwen35Base final : public sdk::BaseModel {
     return stack_->lm_head(normed);
   }
 
+  sdk::Expected<sdk::Handle<sdk::Tensor>> run_layers_from(const sdk::Tensor& hidden, std::int64_t first_layer) override {
+    if (!stack_) return sdk::invalid_argument("run_layers_from before load");
+    QGPU_RETURN_IF_ERROR(check_rows("run_layers_from", hidden));
+    if (first_layer < 0) return sdk::invalid_argument("run_layers_from: layer " + std::to_string(first_layer));
+    return stack_->run_layers(hidden, sdk::DeltaRule::kAuto, nullptr, nullptr, static_cast<std::size_t>(first_layer));
+  }
+
+  sdk::Status download_weight(std::string_view name, const sdk::TensorView& out) override {
+    if (!stack_) return sdk::invalid_argument("download_weight before load");
+    auto it = weights_.find(std::string(name));
+    if (it == weights_.end()) return sdk::not_found("the base has no weight '" + std::string(name) + "'");
+    return backend_->download(*it->second, out).with_context(std::string(name));
+  }
+
   sdk::Expected<bool> download_layer_state(std::int64_t layer, const sdk::TensorView& out) override {
     if (!stack_) return sdk::invalid_argument("download_layer_state() before load()");
     const auto& layers = stack_->own_state().layers;

@@ -1,12 +1,14 @@
 // Launches on a checkpoint written by `qgpu-host build` (core/build.h): its circuit layers are
 // already the base's first layers and its record tokens its last vocabulary rows, so nothing is
 // merged. The machine compiles its circuit as for a merge; BuiltHost::merge only checks that it
-// is the circuit the checkpoint was built from (the manifest's compiled hash), then every token
-// runs through the checkpoint's own stock layers (dense) and the circuit state is read from its
-// first layers.
+// is the circuit the checkpoint was built from (the manifest's compiled hash). Then each token runs
+// through the checkpoint's own layers: its circuit layers read back as sparse matrices on the host
+// (the default, as fast as the merge's sparse path) or dense on the backend with the rest, and the
+// circuit state is read from them.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -14,6 +16,8 @@
 #include "qgpu/sdk/base_model.h"
 #include "qgpu/sdk/machine.h"
 #include "qgpu/sdk/tensor_backend.h"
+#include "qgpu/weights/model.h"
+#include "qgpu/weights/reference.h"
 
 namespace qgpu::core {
 
@@ -36,8 +40,12 @@ sdk::Expected<std::optional<BuiltManifest>> read_built_manifest(const std::strin
 class BuiltHost final : public sdk::ModelHost {
  public:
   // `base` is the built checkpoint loaded into `backend` (info: its load() result).
-  BuiltHost(sdk::BaseModel& base, const sdk::ModelInfo& info, sdk::TensorBackend& backend, BuiltManifest manifest)
-      : base_(&base), info_(info), backend_(&backend), manifest_(std::move(manifest)) {}
+  // `sparse`: after merge(), the circuit layers are read back from the checkpoint as sparse
+  // matrices (their nonzeros) and run on the host (weights::ReferenceModel, as the merge's sparse
+  // path runs them); else every token runs through all of the checkpoint's layers on the backend.
+  BuiltHost(sdk::BaseModel& base, const sdk::ModelInfo& info, sdk::TensorBackend& backend, BuiltManifest manifest,
+            bool sparse);
+  ~BuiltHost() override;
   sdk::LayerShapes shapes() const override { return info_.shapes; }
   std::int64_t text_rows() const override { return manifest_.first_record; }
   std::string dtype() const override;
@@ -45,7 +53,7 @@ class BuiltHost final : public sdk::ModelHost {
   // merges nothing.
   sdk::Status merge(const weights::CompiledCircuit& circuit, const sdk::RecordRows& rows) override;
   bool holds(const weights::CompiledCircuit& circuit) const override { return circuit_ == &circuit; }
-  void reset() override { base_->reset(); }
+  void reset() override;
   sdk::Expected<std::vector<float>> forward(std::span<const std::int64_t> ids) override;
   sdk::Expected<weights::StateView> circuit_state() override;
   std::string describe() const override;
@@ -57,7 +65,14 @@ class BuiltHost final : public sdk::ModelHost {
   sdk::ModelInfo info_;
   sdk::TensorBackend* backend_;
   BuiltManifest manifest_;
+  // The circuit layers read back from the checkpoint (sparse), and the model that runs them.
+  sdk::Status recover_layers();
+
   const weights::CompiledCircuit* circuit_ = nullptr;
+  bool sparse_ = false;
+  std::vector<weights::Layer> layers_;
+  std::unique_ptr<weights::ReferenceModel> reference_;
+  double recover_seconds_ = 0;
   std::vector<std::vector<float>> states_;  // circuit_state()'s buffers
 };
 

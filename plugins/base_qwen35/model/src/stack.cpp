@@ -95,14 +95,17 @@ sdk::Expected<sdk::Handle<sdk::Tensor>> Qwen35Stack::embed(std::span<const std::
 
 sdk::Expected<sdk::Handle<sdk::Tensor>> Qwen35Stack::run_layers(const sdk::Tensor& input, sdk::DeltaRule rule,
                                                                 std::vector<sdk::Handle<sdk::Tensor>>* hidden,
-                                                                State* state) {
+                                                                State* state, std::size_t first_layer) {
   auto& be = *backend_;
   State& seq = state != nullptr ? *state : own_;
   if (seq.layers.size() != layers_.size())
     return sdk::invalid_argument("run_layers: a sequence state of another stack");
   sdk::Handle<sdk::Tensor> h, x, mixed;
   const sdk::Tensor* in = &input;
-  for (std::size_t i = 0; i < layers_.size(); ++i) {
+  if (first_layer > layers_.size())
+    return sdk::invalid_argument("run_layers: from layer " + std::to_string(first_layer) + " of " +
+                                 std::to_string(layers_.size()));
+  for (std::size_t i = first_layer; i < layers_.size(); ++i) {
     const Layer& layer = layers_[i];
     sdk::LayerState& layer_state = *seq.layers[i];
     QGPU_ASSIGN_OR_RETURN(x, be.rms_norm(*in, *layer.input_norm, config_.rms_norm_eps));

@@ -171,6 +171,17 @@ class QGPU_SDK_API BaseModel : public Plugin {
   virtual Expected<Handle<Tensor>> run_layers(Sequence& sequence, const Tensor& hidden) {
     return not_available("sequences");
   }
+  // Layers [first_layer, num_layers) on `hidden` [T, H] in the model's own sequence (the layers
+  // before keep their state): for a caller that runs the first layers itself (a built
+  // checkpoint's circuit layers on the sparse path, core/built_host.h).
+  virtual Expected<Handle<Tensor>> run_layers_from(const Tensor& hidden, std::int64_t first_layer) {
+    return not_available("running the base's layers from a given layer");
+  }
+  // The weight `name` as the checkpoint names it below its text prefix
+  // ("layers.0.mlp.up_proj.weight"), as the backend holds it, into f32 `out` of its shape.
+  virtual Status download_weight(std::string_view name, const TensorView& out) {
+    return not_available("downloading the base's weights");
+  }
   // Linear-attention layer `layer`'s recurrent state in the model's own sequence, as
   // TensorBackend::download_state gives it ([value heads, dk, dv] f32 into `out`); false (and
   // `out` untouched) when no token has run through the layer yet.

@@ -65,7 +65,7 @@ class Qwen35Stack {
   sdk::Expected<sdk::Handle<sdk::Tensor>> embed(std::span<const std::int64_t> ids);
   sdk::Expected<sdk::Handle<sdk::Tensor>> run_layers(const sdk::Tensor& h, sdk::DeltaRule rule = sdk::DeltaRule::kAuto,
                                                      std::vector<sdk::Handle<sdk::Tensor>>* hidden = nullptr,
-                                                     State* state = nullptr);
+                                                     State* state = nullptr, std::size_t first_layer = 0);
   sdk::Expected<sdk::Handle<sdk::Tensor>> final_norm(const sdk::Tensor& h);
   sdk::Expected<sdk::Handle<sdk::Tensor>> lm_head(const sdk::Tensor& normed);
   // Forget the stack's own sequence (every layer state back to empty).
