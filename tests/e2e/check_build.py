@@ -187,11 +187,17 @@ def main():
         with open(ids, "w") as f:
             json.dump(golden["prompt_ids"], f)
         plain = run(built_host + ["generate", "--prompt-ids", "@" + ids, "--max-tokens",
-                                  str(len(golden["generated_ids"])), "--no-stop", "--json"])
+                                  str(len(golden["generated_ids"])), "--no-stop", "--no-suppress", "--json"])
         generated = json.loads(plain.stdout.strip().splitlines()[-1])["ids"]
         if generated != golden["generated_ids"]:
             fail(f"generate on the built checkpoint (no machine): {generated}, golden {golden['generated_ids']}")
 
+        # Text on it never chooses a record token (generation_config.json's suppress_tokens).
+        text = json.loads(run(built_host + ["generate", "--prompt-ids", "@" + ids, "--max-tokens", "3", "--no-stop",
+                                            "--json"]).stdout.strip().splitlines()[-1])
+        if text["suppressed"] != result["record_rows"] or any(i >= result["text_rows"] for i in text["ids"]):
+            fail(f"generate on the built checkpoint without --no-suppress: {text['ids']}, suppressed "
+                 f"{text['suppressed']}")
         again = run(host + ["build", "--out", built], expect=2)
         if "already holds a checkpoint" not in again.stderr:
             fail(f"building over a checkpoint: {again.stderr.strip()}")

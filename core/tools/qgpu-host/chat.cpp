@@ -170,6 +170,7 @@ int run_chat(const core::Host& host, const ChatOptions& options) {
   text.sequence = (*context_handle)->sequence();
   text.max_tokens = text_options.max_tokens;
   text.stops = m.model->stop_ids();  // the checkpoint's eos ids and the chat format's end of turn
+  text.suppress = m.info.generation.suppress_token_ids;
   text.stream = !options.json;
   std::vector<std::int64_t> forced;
   bool script_ended = false;

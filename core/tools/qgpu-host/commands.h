@@ -93,6 +93,7 @@ struct GenerateOptions {
   std::int64_t max_tokens = 64;
   core::SamplingFlags sampling;  // over the checkpoint's defaults (generation_config.json)
   bool no_stop = false;          // generate: ignore the eos ids (until --max-tokens), for parity runs
+  bool no_suppress = false;      // generate: the checkpoint's suppress_tokens may be generated too
   bool echo = false;             // print the prompt before the continuation
   bool stats = false;            // tokens and tokens/s on stderr
   bool json = false;    // generate: one JSON object (prompt_ids, ids, text, stopped, ...) instead of streamed text

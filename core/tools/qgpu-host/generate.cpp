@@ -70,6 +70,7 @@ int run_generate(const core::Host& host, const GenerateOptions& options) {
   text.stops = stops;
   text.stream = !options.json;
   text.logits = options.logits;
+  if (!options.no_suppress) text.suppress = info.generation.suppress_token_ids;
   auto g = generate(**m, *prompt, text, sampler);
   if (!g) return report(g.error());
   if (options.json) {
@@ -79,6 +80,7 @@ int run_generate(const core::Host& host, const GenerateOptions& options) {
     out["text"] = g->text;
     out["stopped"] = g->stopped;
     out["stop_ids"] = stops;
+    out["suppressed"] = text.suppress.size();
     out["sampling"] = {{"temperature", sampling.temperature},
                        {"top_k", sampling.top_k},
                        {"top_p", sampling.top_p},

@@ -1,5 +1,7 @@
 #include "generation.h"
 
+#include <limits>
+
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -52,6 +54,9 @@ sdk::Expected<Generated> generate(LoadedModel& m, const std::vector<std::int64_t
       }
       id = (*options.forced)[step];
     } else {
+      for (std::int64_t s : options.suppress)
+        if (s >= 0 && s < static_cast<std::int64_t>(logits.size()))
+          logits[static_cast<std::size_t>(s)] = -std::numeric_limits<float>::infinity();
       QGPU_ASSIGN_OR_RETURN(id, sampler.next(logits, static_cast<std::int64_t>(logits.size())));
     }
     if (id >= m.info.tokenizer_size && !m.warned_textless) {

@@ -51,6 +51,9 @@ struct TextGeneration {
   // Called with the text so far after each token; true ends the generation there.
   std::function<bool(std::string_view)> stop_after;
   sdk::Sequence* sequence = nullptr;  // continue this sequence of the model (nullptr: its own)
+  // Ids never chosen (their logits are -inf), as transformers' suppress_tokens: the checkpoint's
+  // generation defaults (ModelInfo::generation.suppress_token_ids) unless the caller clears them.
+  std::vector<std::int64_t> suppress;
 };
 
 // Feeds `prompt` to the model's sequence (continuing it), then chooses tokens over all logit

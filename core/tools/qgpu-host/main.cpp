@@ -193,6 +193,9 @@ int main_impl(int argc, char** argv) {
                 "print one JSON object: prompt_ids, ids, text, stopped, stop_ids, sampling, model");
   gen->add_flag("--no-stop", gen_options.no_stop,
                 "do not stop on the checkpoint's eos ids: generate --max-tokens tokens (parity runs)");
+  gen->add_flag("--no-suppress", gen_options.no_suppress,
+                "let the checkpoint's suppress_tokens be generated too (a built checkpoint's record tokens: "
+                "continuing a launch's prompt ids)");
   gen->add_flag("--logits", gen_options.logits, "with --json: include every step's logits (for comparisons)")
       ->needs("--json");
   add_sampling(gen);

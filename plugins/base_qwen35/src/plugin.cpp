@@ -54,6 +54,7 @@ sdk::Expected<sdk::GenerationDefaults> generation_defaults(const fs::path& dir, 
   out.temperature = g->temperature;
   out.top_k = g->top_k;
   out.top_p = g->top_p;
+  out.suppress_token_ids = g->suppress_tokens;
   return out;
 }
 

@@ -481,7 +481,13 @@ Expected<GenerationConfig> parse_generation_config_impl(std::string_view text, c
   if (const json* v = r.find("temperature"); v && !v->is_null()) r.get_double("temperature", g.temperature);
   if (const json* v = r.find("top_k"); v && !v->is_null()) r.get_int("top_k", g.top_k);
   if (const json* v = r.find("top_p"); v && !v->is_null()) r.get_double("top_p", g.top_p);
+  if (const json* v = r.find("suppress_tokens"); v && !v->is_null()) r.get_int_list("suppress_tokens", g.suppress_tokens);
   QGPU_RETURN_IF_ERROR(r.status());
+  for (std::size_t i = 0; i < g.suppress_tokens.size(); ++i)
+    if (g.suppress_tokens[i] < 0 || g.suppress_tokens[i] >= vocab_size)
+      return sdk::error_at(file, ErrorCode::kInvalidArgument,
+                           "suppress_tokens[" + std::to_string(i) + "]: " + std::to_string(g.suppress_tokens[i]) +
+                               " is outside the vocabulary [0, " + std::to_string(vocab_size) + ")");
   const json* eos = r.find("eos_token_id");
   for (std::size_t i = 0; i < g.eos_token_ids.size(); ++i) {
     const auto id = g.eos_token_ids[i];

@@ -268,7 +268,7 @@ Expected<std::vector<std::string>> export_checkpoint(const fs::path& source_dir,
   QGPU_RETURN_IF_ERROR(write_tokenizer(source_dir, out, V, request.row_tokens, files));
 
   // The base's other small files as they are (generation_config.json, chat_template.jinja, ...).
-  std::set<std::string> own = {"config.json", "tokenizer.json", "tokenizer_config.json"};
+  std::set<std::string> own = {"config.json", "tokenizer.json", "tokenizer_config.json", "generation_config.json"};
   for (const auto& [name, contents] : request.files) own.insert(name);
   for (const auto& f : fs::directory_iterator(source_dir, ec)) {
     const std::string name = f.path().filename().string();
@@ -277,11 +277,23 @@ Expected<std::vector<std::string>> export_checkpoint(const fs::path& source_dir,
     if (ec) return sdk::error_at((out / name).string(), sdk::ErrorCode::kIoError, "cannot copy: " + ec.message());
     files.push_back((out / name).string());
   }
-  if (!fs::exists(out / "generation_config.json") && !text.eos_token_ids.empty()) {
-    json generation = {{"eos_token_id", text.eos_token_ids}};
-    QGPU_RETURN_IF_ERROR(write_file(out / "generation_config.json", dump(generation)));
-    files.push_back((out / "generation_config.json").string());
+  // generation_config.json: the base's (or its eos ids), and the added rows never generated in
+  // text (transformers' suppress_tokens; qgpu-host honours it too).
+  json generation = json::object();
+  if (fs::exists(source_dir / "generation_config.json")) {
+    QGPU_ASSIGN_OR_RETURN(generation, read_json(source_dir / "generation_config.json"));
+  } else if (!text.eos_token_ids.empty()) {
+    generation["eos_token_id"] = text.eos_token_ids;
   }
+  if (request.rows > 0) {
+    json suppress = generation.contains("suppress_tokens") && generation["suppress_tokens"].is_array()
+                        ? generation["suppress_tokens"]
+                        : json::array();
+    for (std::int64_t i = 0; i < request.rows; ++i) suppress.push_back(V + i);
+    generation["suppress_tokens"] = std::move(suppress);
+  }
+  QGPU_RETURN_IF_ERROR(write_file(out / "generation_config.json", generation.dump() + "\n"));
+  files.push_back((out / "generation_config.json").string());
   for (const auto& [name, contents] : request.files) {
     if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..")
       return sdk::invalid_argument("export: extra file name '" + printable(name) + "' is not a plain file name");

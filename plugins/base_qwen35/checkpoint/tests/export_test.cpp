@@ -155,7 +155,11 @@ TEST(Export, AddedLayersInFrontRowsAfterBaseBitForBit) {
   EXPECT_EQ(added[kVocab + kRows - 1], "<|x:4|>");
   EXPECT_EQ(added.size(), static_cast<std::size_t>(2 + (kVocab - kTokenizer) + kRows));
   EXPECT_EQ(test::read_file(tmp / "out" / "manifest.json"), "{}\n");
-  EXPECT_TRUE(std::filesystem::exists(tmp / "out" / "generation_config.json"));
+  // Text generation never chooses an added row; the base's eos ids stay (its last row here).
+  auto generation = load_generation_config(tmp / "out" / "generation_config.json", kVocab + kRows);
+  ASSERT_TRUE(generation.has_value()) << generation.error().message();
+  EXPECT_EQ(generation->suppress_tokens, (std::vector<std::int64_t>{256, 257, 258, 259, 260}));
+  EXPECT_EQ(generation->eos_token_ids, (std::vector<std::int64_t>{kVocab - 1}));
 }
 
 TEST(Export, F32WidensTheBasesRowsExactly) {
@@ -176,6 +180,31 @@ TEST(Export, F32WidensTheBasesRowsExactly) {
   const auto config = nlohmann::json::parse(test::read_file(tmp / "out" / "config.json"));
   const auto& text = config.contains("text_config") ? config["text_config"] : config;
   EXPECT_EQ(text.value("dtype", config.value("dtype", "")), "float32");
+}
+
+TEST(Export, ByteDeterministic) {
+  // Two exports of the same inputs, one sharded, are the same bytes file by file (the shards
+  // hold the same tensors as the single file, each laid out the same way).
+  TempDir tmp;
+  write_base(tmp / "base");
+  KnownSource source;
+  ASSERT_TRUE(export_checkpoint(tmp / "base", request(tmp / "a", sdk::DType::kBF16), source).has_value());
+  ASSERT_TRUE(export_checkpoint(tmp / "base", request(tmp / "b", sdk::DType::kBF16), source).has_value());
+  sdk::CheckpointExport sharded = request(tmp / "c", sdk::DType::kBF16);
+  sharded.max_shard_bytes = 40'000;
+  ASSERT_TRUE(export_checkpoint(tmp / "base", sharded, source).has_value());
+  for (const auto& f : std::filesystem::directory_iterator(tmp / "a"))
+    EXPECT_EQ(test::read_file(f.path()), test::read_file(tmp / "b" / f.path().filename())) << f.path().filename();
+  auto single = TensorStore::open_dir(tmp / "a");
+  auto shards = TensorStore::open_dir(tmp / "c");
+  ASSERT_TRUE(single.has_value() && shards.has_value());
+  EXPECT_GT(shards->files().size(), 2u);
+  ASSERT_EQ(single->names(), shards->names());
+  for (const std::string& name : single->names()) {
+    const auto a = single->get(name)->bytes(), c = shards->get(name)->bytes();
+    ASSERT_EQ(a.size(), c.size()) << name;
+    EXPECT_EQ(0, std::memcmp(a.data(), c.data(), a.size())) << name;
+  }
 }
 
 TEST(Export, RefusesADirectoryHoldingACheckpointAndBadRequests) {

@@ -39,6 +39,7 @@ struct GenerationDefaults {
   double temperature = 1.0;
   std::int64_t top_k = 50;  // 0: no limit
   double top_p = 1.0;
+  std::vector<std::int64_t> suppress_token_ids;  // never generated in text (e.g. a built checkpoint's records)
 };
 
 struct ModelInfo {

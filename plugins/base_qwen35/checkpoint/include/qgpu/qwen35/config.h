@@ -92,6 +92,7 @@ struct GenerationConfig {
   double temperature = 1.0;  // >= 0
   std::int64_t top_k = 50;   // >= 0; 0: no limit
   double top_p = 1.0;        // in (0, 1]
+  std::vector<std::int64_t> suppress_tokens;  // never generated in text (transformers' suppress_tokens)
 };
 
 // Parses generation_config.json text; token ids must lie in [0, vocab_size). Errors name the file and
