@@ -9,7 +9,8 @@
    shapes and dtypes), tokenizer.json (record tokens as special added tokens at their ids, with no
    gap), qgpu.json.
 2. The dot launch of GOLDEN (tests/golden/build, what transformers generated on a checkpoint built
-   from this config, bench/build/transformers_check.py): the same ids from run --engine model on
+   from this config and the arrays it read from its own state with run --json's readout,
+   bench/build/transformers_check.py): the same arrays and ids from run --engine model on
    CONFIG, from run --engine model --check on the built checkpoint (its circuit layers read back
    sparse, and --dense; arrays read from its own state), and from plain `generate --prompt-ids` on
    the built checkpoint (no machine at all).
@@ -163,6 +164,11 @@ def main():
         compared = check_files(built, source_dir, result)
 
         source_run = json.loads(run(host + DOT).stdout)
+        if golden["arrays"] != source_run["arrays"]:
+            fail(f"transformers' golden read {golden['arrays']} from its own state, qgpu-host {source_run['arrays']}")
+        if sorted(source_run["readout"]) != sorted(source_run["arrays"]) or \
+                any(len(source_run["readout"][k]) != len(v) for k, v in source_run["arrays"].items()):
+            fail(f"run --json's readout does not locate every array element: {source_run['readout']}")
         if source_run["prompt_ids"] != golden["prompt_ids"] or source_run["generated_ids"] != golden["generated_ids"]:
             fail(f"run on {config_file}: ids differ from transformers' golden (generated "
                  f"{source_run['generated_ids']}, golden {golden['generated_ids']}; regenerate it with "

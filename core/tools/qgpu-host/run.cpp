@@ -178,6 +178,15 @@ int run_kernel(const core::Host& host, const RunOptions& options) {
       // runtime can be checked against this one token for token.
       out["prompt_ids"] = model.prompt_ids;
       out["generated_ids"] = model.generated_ids;
+      // Where each array element lives in the circuit's state (sdk::WordLocation): another runtime
+      // reads the results from its own state with it (bench/build/transformers_check.py).
+      out["readout"] = nlohmann::ordered_json::object();
+      for (std::size_t i = 0; i < model.readout.size() && i < model.arrays.size(); ++i) {
+        nlohmann::ordered_json words = nlohmann::ordered_json::array();
+        for (const sdk::WordLocation& w : model.readout[i])
+          words.push_back({w.layer, w.first_head, w.heads, w.bits_per_head, w.row});
+        out["readout"][model.arrays[i].param] = std::move(words);
+      }
       out["margin"] = model.min_margin;
       if (options.check) out["check"] = {{"ok", model.checked}, {"summary", model.check}};
       if (options.trace) out["model_records"] = model.generated_records;

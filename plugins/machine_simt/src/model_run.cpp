@@ -547,6 +547,20 @@ sdk::Expected<sdk::ModelRunResult> CircuitRun::finish() {
     r.check = "check: " + std::to_string(s.records.size()) + " records (" + std::to_string(s.generated.size()) +
               " tokens) equal the interpreter's stream; " + std::to_string(arrays->size()) + " arrays equal";
   }
+  // Where each element lives: word w in bank w & 3 (a RAM), row w >> 2, as read_arrays reads it.
+  const circuit::MemoryRams& mem = s.x->m.memory;
+  for (std::size_t i = 0; i < s.args.size(); ++i) {
+    if (!s.args[i].is_array) continue;
+    std::vector<sdk::WordLocation> words;
+    for (std::size_t j = 0; j < s.args[i].array.size(); ++j) {
+      const int w = s.layout.base_word[i] + static_cast<int>(j);
+      const weights::RamPlacement& p = s.x->cc.rams.at(static_cast<std::size_t>(mem.rams.at(static_cast<std::size_t>(w & 3))));
+      if (p.replicas.empty()) return sdk::internal_error("global memory bank " + std::to_string(w & 3) + " is in no layer");
+      const weights::RamReplica& rep = p.replicas.front();
+      words.push_back({rep.layer, rep.first_value_head, rep.value_heads, p.bits_per_head, w >> 2});
+    }
+    r.readout.push_back(std::move(words));
+  }
   r.arrays = std::move(*arrays);
   r.generated_records = s.records;
   r.prompt_ids = s.prompt_ids;

@@ -157,8 +157,24 @@ struct ModelRunOptions {
   ModelHost* model = nullptr;
 };
 
+// Where one word of an array lives in the circuit's recurrent state after HALT (ModelRunResult::
+// readout), so that another runtime holding the same layers (a checkpoint written by `qgpu-host
+// build`, run by transformers) can read the result from its own state: bit b of the word is 1 when
+// state[layer][first_head + b / bits_per_head][row][2 * (b % bits_per_head)] is nonzero (the state of
+// a linear-attention layer as [value heads, key dim, value dim]; layer counts the circuit's layers,
+// which come first in the merged model).
+struct WordLocation {
+  std::int32_t layer = 0;
+  std::int32_t first_head = 0;
+  std::int32_t heads = 0;
+  std::int32_t bits_per_head = 0;
+  std::int32_t row = 0;
+};
+
 struct ModelRunResult {
   std::vector<LaunchArg> arrays;               // read from the model's state after HALT, in parameter order
+  // For each array argument (parameter order, as `arrays`), where each element lives in the state.
+  std::vector<std::vector<WordLocation>> readout;
   std::vector<std::string> generated_records;  // one line per generated record (its text)
   // The launch's token ids, fed and generated: in the merged model's numbering for engine
   // "model" (what ModelHost::forward took), else the machine's own.
