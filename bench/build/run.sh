@@ -63,7 +63,7 @@ a, b = (json.load(open(f)) for f in sys.argv[1:3])
 assert a["generated_ids"] == b["generated_ids"] and a["arrays"] == b["arrays"] and b["check"]["ok"], "built != merged"
 PY
       echo "$name: prompt $("$python" -c "import json,sys; d=json.load(open(sys.argv[1])); print(d['tokens']['prompt'], 'generated', d['tokens']['generated'])" "$work/$name.json") tokens;" \
-        "qgpu-host merged (sparse) $(per_token "$work/$name.json") ms/token, built (dense, --check ok) $(per_token "$work/$name-built.json") ms/token;" \
+        "qgpu-host merged (sparse) $(per_token "$work/$name.json") ms/token, built (circuit layers read back sparse, --check ok) $(per_token "$work/$name-built.json") ms/token;" \
         "transformers: $hf"
     done
     rm -rf "$built"
