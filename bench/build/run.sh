@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # qgpu-host build, then the same launches through the built checkpoint three ways, side by side:
 # qgpu-host on the config it was built from (the merge made at start, circuit layers sparse), qgpu-host
-# on the built checkpoint (its own stock layers, dense) and stock transformers on the built checkpoint
+# on the built checkpoint (its circuit layers read back sparse, and --dense: all its layers on the
+# backend, as transformers runs them) and stock transformers on the built checkpoint
 # (bench/build/transformers_check.py: every generated id compared). Per base and dtype it prints one
-# line per launch: tokens, ms per generated token for each runtime, and whether transformers'
-# ids equal qgpu-host's.
+# line per launch: tokens, ms per generated token and peak memory for each runtime, and whether
+# transformers' ids and arrays equal qgpu-host's.
 #
 #   bash bench/build/run.sh WORKDIR [BASES] [DTYPES]   # e.g. "synthetic hf" "bf16 f32"
 #
@@ -50,11 +51,17 @@ for base in $bases; do
     echo "== $base, $dtype: $("$host" --config "$source" build --out "$built" --dtype "$dtype" 2>/dev/null)"
     for name in dot sort matmul; do
       # shellcheck disable=SC2046
-      "$host" --config "$source" run $(launch_args $name) --engine model --dtype "$dtype" --json \
-        > "$work/$name.json" 2>/dev/null
+      /usr/bin/time -f %M -o "$work/rss" "$host" --config "$source" run $(launch_args $name) --engine model \
+        --dtype "$dtype" --json > "$work/$name.json" 2>/dev/null
+      merged_gb=$(awk '{printf "%.1f", $1 / 1048576}' "$work/rss")
       # shellcheck disable=SC2046
-      "$host" --config "$built_config" run $(launch_args $name) --engine model --dtype "$dtype" --check --json \
-        > "$work/$name-built.json" 2>/dev/null
+      /usr/bin/time -f %M -o "$work/rss" "$host" --config "$built_config" run $(launch_args $name) --engine model \
+        --dtype "$dtype" --check --json > "$work/$name-built.json" 2>/dev/null
+      built_gb=$(awk '{printf "%.1f", $1 / 1048576}' "$work/rss")
+      # shellcheck disable=SC2046
+      /usr/bin/time -f %M -o "$work/rss" "$host" --config "$built_config" run $(launch_args $name) --engine model \
+        --dtype "$dtype" --dense --json > "$work/$name-dense.json" 2>/dev/null
+      dense_gb=$(awk '{printf "%.1f", $1 / 1048576}' "$work/rss")
       hf=$("$python" "$root/bench/build/transformers_check.py" --checkpoint "$built" --launch "$work/$name.json" \
         --dtype "$dtype" 2>/dev/null | tail -2 | tr '\n' ' ')
       "$python" - "$work/$name.json" "$work/$name-built.json" <<'PY'
@@ -62,8 +69,15 @@ import json, sys
 a, b = (json.load(open(f)) for f in sys.argv[1:3])
 assert a["generated_ids"] == b["generated_ids"] and a["arrays"] == b["arrays"] and b["check"]["ok"], "built != merged"
 PY
+      "$python" - "$work/$name.json" "$work/$name-dense.json" <<'PY'
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:3])
+assert a["generated_ids"] == b["generated_ids"] and a["arrays"] == b["arrays"], "built --dense != merged"
+PY
       echo "$name: prompt $("$python" -c "import json,sys; d=json.load(open(sys.argv[1])); print(d['tokens']['prompt'], 'generated', d['tokens']['generated'])" "$work/$name.json") tokens;" \
-        "qgpu-host merged (sparse) $(per_token "$work/$name.json") ms/token, built (circuit layers read back sparse, --check ok) $(per_token "$work/$name-built.json") ms/token;" \
+        "qgpu-host merged (sparse) $(per_token "$work/$name.json") ms/token ($merged_gb GB), built: circuit layers" \
+        "read back sparse (--check ok) $(per_token "$work/$name-built.json") ms/token ($built_gb GB), dense" \
+        "$(per_token "$work/$name-dense.json") ms/token ($dense_gb GB);" \
         "transformers: $hf"
     done
     rm -rf "$built"
