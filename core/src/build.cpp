@@ -11,6 +11,7 @@
 #include "qgpu/core/plugin_registry.h"
 #include "qgpu/core/silence_json.h"
 #include "qgpu/sdk/sdk.h"
+#include "qgpu/weights/model.h"
 #include "qgpu/weights/numerics.h"
 
 namespace qgpu::core {
@@ -61,8 +62,14 @@ class MergedSource final : public sdk::ExportSource {
   MergedSource(const MergedModel& model, const BuildOptions& options) : model_(model), options_(options) {}
 
   sdk::Status fill_layer(std::int64_t layer, std::string_view suffix, const sdk::TensorView& out) override {
-    auto t = model_.export_circuit_tensor(layer, std::string(suffix));
-    if (!t) return t.status();
+    // The writer asks for a layer's tensors one after another: the layer is moved to the merged
+    // channels once for all of them.
+    if (layer != layer_index_) {
+      QGPU_ASSIGN_OR_RETURN(layer_, model_.merged_layer(layer));
+      layer_index_ = layer;
+    }
+    auto t = weights::export_layer_tensor(layer_, model_.shapes(), layer, std::string(suffix), model_.dtype());
+    if (!t) return sdk::not_found("export: a linear-attention layer has no tensor '" + std::string(suffix) + "'");
     std::int64_t numel = 1;
     for (std::int64_t d : t->shape) numel *= d;
     if (static_cast<std::size_t>(out.rank) != t->shape.size() ||
@@ -86,6 +93,8 @@ class MergedSource final : public sdk::ExportSource {
  private:
   const MergedModel& model_;
   const BuildOptions& options_;
+  std::int64_t layer_index_ = -1;  // the layer in layer_
+  weights::Layer layer_;
 };
 
 nlohmann::ordered_json options_json(const sdk::Options& options) {
@@ -94,13 +103,8 @@ nlohmann::ordered_json options_json(const sdk::Options& options) {
   return out;
 }
 
-std::string hex64(std::uint64_t v) {
-  char text[24];
-  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(v));
-  return text;
-}
-
 }  // namespace
+
 
 sdk::Expected<BuildResult> build_checkpoint(const Host& host, const BuildOptions& options) {
   auto dtype = sdk::parse_dtype(options.dtype);
@@ -166,8 +170,8 @@ sdk::Expected<BuildResult> build_checkpoint(const Host& host, const BuildOptions
                       {"vocab_size", result.text_rows}};
   manifest["circuit"] = {{"layers", result.circuit_layers},
                          {"first_base_layer", result.circuit_layers},
-                         {"hash", "fnv1a64:" + hex64(model->circuit_hash())},
-                         {"compiled_hash", "fnv1a64:" + hex64(merge->host->merged_hash())}};
+                         {"hash", hash_text(model->circuit_hash())},
+                         {"compiled_hash", hash_text(merge->host->merged_hash())}};
   manifest["records"] = {{"rows", records},
                          {"first_id", result.text_rows},
                          {"token_format", "<|qgpu:NAME|>"}};

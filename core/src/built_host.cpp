@@ -12,16 +12,6 @@
 #include "qgpu/weights/state.h"
 
 namespace qgpu::core {
-namespace {
-
-std::string hex64(std::uint64_t v) {
-  char text[24];
-  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(v));
-  return text;
-}
-
-}  // namespace
-
 sdk::Expected<std::optional<BuiltManifest>> read_built_manifest(const std::string& checkpoint_dir) {
   const std::filesystem::path file = std::filesystem::path(checkpoint_dir) / kManifestName;
   std::error_code ec;
@@ -77,24 +67,6 @@ sdk::Expected<std::vector<float>> download(sdk::BaseModel& base, const std::stri
   return values;
 }
 
-weights::SparseMatrix sparse(const std::vector<float>& dense, std::int64_t rows, std::int64_t cols) {
-  weights::SparseMatrix m;
-  m.rows = rows;
-  m.cols = cols;
-  m.row_ptr.reserve(static_cast<std::size_t>(rows) + 1);
-  m.row_ptr.push_back(0);
-  for (std::int64_t r = 0; r < rows; ++r) {
-    for (std::int64_t c = 0; c < cols; ++c) {
-      const float v = dense[static_cast<std::size_t>(r * cols + c)];
-      if (v == 0) continue;
-      m.col.push_back(static_cast<std::int32_t>(c));
-      m.val.push_back(v);
-    }
-    m.row_ptr.push_back(static_cast<std::int64_t>(m.val.size()));
-  }
-  return m;
-}
-
 }  // namespace
 
 sdk::Status BuiltHost::recover_layers() {
@@ -121,7 +93,7 @@ sdk::Status BuiltHost::recover_layers() {
                             Matrix{"mlp.gate_proj.weight", &l.mlp.gate, I, H}, Matrix{"mlp.up_proj.weight", &l.mlp.up, I, H},
                             Matrix{"mlp.down_proj.weight", &l.mlp.down, H, I}}) {
       QGPU_ASSIGN_OR_RETURN(std::vector<float> dense, download(*base_, p + m.suffix, m.rows, m.cols));
-      *m.out = sparse(dense, m.rows, m.cols);
+      *m.out = detail::sparse_rows(dense, m.rows, m.cols);
     }
     auto widen = [](const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); };
     QGPU_ASSIGN_OR_RETURN(std::vector<float> conv, download(*base_, p + "linear_attn.conv1d.weight", C, 1,
@@ -177,7 +149,7 @@ sdk::Status BuiltHost::merge(const weights::CompiledCircuit& circuit, const sdk:
   const std::uint64_t hash = compiled_hash(circuit, rows);
   if (hash != manifest_.compiled_hash)
     return sdk::invalid_argument(where + " was built from another circuit (compiled hash " +
-                                 hex64(manifest_.compiled_hash) + ", this machine config's is " + hex64(hash) +
+                                 hash_text(manifest_.compiled_hash) + ", this machine config's is " + hash_text(hash) +
                                  "): rebuild it with this config (qgpu-host build)");
   if (info_.vocab_size != manifest_.first_record + manifest_.records ||
       info_.num_layers < manifest_.circuit_layers)
@@ -248,7 +220,7 @@ std::string BuiltHost::describe() const {
          " circuit layers (" + recovered + ") + the base's " +
          std::to_string(info_.num_layers - manifest_.circuit_layers) + ", " + std::to_string(manifest_.records) +
          " record rows from id " + std::to_string(manifest_.first_record) + "; compiled circuit hash " +
-         hex64(manifest_.compiled_hash) + " verified\nsilence at build: " + manifest_.silence;
+         hash_text(manifest_.compiled_hash) + " verified\nsilence at build: " + manifest_.silence;
 }
 
 }  // namespace qgpu::core

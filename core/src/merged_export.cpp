@@ -1,6 +1,7 @@
 // The merged model's own tensors for `qgpu-host build` (core/build.h): circuit layers and
 // record rows exactly as the dense path uploads them.
 #include <bit>
+#include <cstdio>
 #include <cstring>
 
 #include "merged_model_internal.h"
@@ -9,15 +10,11 @@
 
 namespace qgpu::core {
 
-sdk::Expected<weights::DenseTensor> MergedModel::export_circuit_tensor(std::int64_t layer,
-                                                                        const std::string& suffix) const {
+sdk::Expected<weights::Layer> MergedModel::merged_layer(std::int64_t layer) const {
   if (layer < 0 || layer >= static_cast<std::int64_t>(circuit_layers_.size()))
     return sdk::invalid_argument("export: circuit layer " + std::to_string(layer) + " of " +
                                  std::to_string(circuit_layers_.size()));
-  const weights::Layer mapped = merged_order(circuit_layers_[static_cast<std::size_t>(layer)], map_);
-  auto t = weights::export_layer_tensor(mapped, shapes_, layer, suffix, dtype_);
-  if (!t) return sdk::not_found("export: a linear-attention layer has no tensor '" + suffix + "'");
-  return std::move(*t);
+  return merged_order(circuit_layers_[static_cast<std::size_t>(layer)], map_);
 }
 
 sdk::Expected<std::vector<float>> MergedModel::export_record_rows(bool head) const {
@@ -102,6 +99,12 @@ std::uint64_t compiled_hash(const weights::CompiledCircuit& circuit, const sdk::
   h.bytes(&rows.records, sizeof rows.records);
   if (rows.unembedding != nullptr) h.matrix(*rows.unembedding);
   return h.value();
+}
+
+std::string hash_text(std::uint64_t hash) {
+  char text[32];
+  std::snprintf(text, sizeof text, "fnv1a64:%016llx", static_cast<unsigned long long>(hash));
+  return text;
 }
 
 }  // namespace qgpu::core

@@ -462,19 +462,7 @@ sdk::Expected<std::vector<float>> MergedModel::record_row(std::int64_t r) const 
 }
 
 void RecordTables::tie() {
-  unembedding = {};
-  unembedding.rows = records();
-  unembedding.cols = hidden;
-  unembedding.row_ptr.assign(1, 0);
-  for (std::int64_t r = 0; r < records(); ++r) {
-    for (std::int64_t c = 0; c < hidden; ++c) {
-      const float v = embedding[static_cast<std::size_t>(r * hidden + c)];
-      if (v == 0) continue;
-      unembedding.col.push_back(static_cast<std::int32_t>(c));
-      unembedding.val.push_back(v);
-    }
-    unembedding.row_ptr.push_back(static_cast<std::int64_t>(unembedding.val.size()));
-  }
+  unembedding = detail::sparse_rows(embedding, records(), hidden);
 }
 
 sdk::RecordRows RecordTables::rows() const {

@@ -36,6 +36,25 @@ inline std::string num(double v) {
   return buf;
 }
 
+// The nonzeros of a dense row-major [rows, cols] matrix.
+inline weights::SparseMatrix sparse_rows(std::span<const float> dense, std::int64_t rows, std::int64_t cols) {
+  weights::SparseMatrix m;
+  m.rows = rows;
+  m.cols = cols;
+  m.row_ptr.reserve(static_cast<std::size_t>(rows) + 1);
+  m.row_ptr.push_back(0);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t c = 0; c < cols; ++c) {
+      const float v = dense[static_cast<std::size_t>(r * cols + c)];
+      if (v == 0) continue;
+      m.col.push_back(static_cast<std::int32_t>(c));
+      m.val.push_back(v);
+    }
+    m.row_ptr.push_back(static_cast<std::int64_t>(m.val.size()));
+  }
+  return m;
+}
+
 }  // namespace detail
 
 // A circuit layer (circuit channel order) with its hidden-size columns and rows moved to the

@@ -151,9 +151,10 @@ class MergedModel {
   std::vector<float> circuit_order(std::span<const float> merged_row) const;
 
   // `qgpu-host build` (core/build.h): the merged model's own tensors as a stock checkpoint holds
-  // them. Circuit layer `layer`'s tensor `suffix` (weights::layer_tensor_suffixes), in the merged
-  // channel order, in the backend's dtype, as the dense path uploads it.
-  sdk::Expected<weights::DenseTensor> export_circuit_tensor(std::int64_t layer, const std::string& suffix) const;
+  // them. Circuit layer `layer` in the merged channel order, as the dense path uploads it
+  // (weights::export_layer_tensor in dtype() gives its tensors).
+  sdk::Expected<weights::Layer> merged_layer(std::int64_t layer) const;
+  const sdk::LayerShapes& shapes() const { return shapes_; }
   // The record rows [records, H] of the embedding (head false) or of the output head (true: the
   // unembedding divided by the final norm's scales), values rounded to the backend's dtype, as
   // the dense path uploads them.
@@ -243,6 +244,8 @@ inline constexpr int kMuteWidth = 64;
 // (FNV-1a 64 over the layers' weights, the record count and the unembedding): `qgpu-host build`
 // records it, and a built checkpoint accepts only the circuit it was built from.
 std::uint64_t compiled_hash(const weights::CompiledCircuit& circuit, const sdk::RecordRows& rows);
+// A hash as a manifest writes it: "fnv1a64:" and 16 lowercase hex digits.
+std::string hash_text(std::uint64_t hash);
 
 // sdk::ModelHost over a base and a backend (`run --engine model`): each merge()
 // replaces the merged model; forward() returns the last position's logits.

@@ -88,8 +88,7 @@ std::uint64_t nbytes(StDType dtype, const std::vector<std::int64_t>& shape) {
 }
 
 // config.json with the added layers and rows.
-Status write_config(const fs::path& source, const fs::path& out, const TextConfig& base, const TextConfig& merged,
-                    sdk::DType dtype) {
+Status write_config(const fs::path& source, const fs::path& out, const TextConfig& merged, sdk::DType dtype) {
   QGPU_ASSIGN_OR_RETURN(json root, read_json(source / "config.json"));
   const bool wrapper = root.contains("text_config") && root["text_config"].is_object();
   json& text = wrapper ? root["text_config"] : root;
@@ -106,7 +105,6 @@ Status write_config(const fs::path& source, const fs::path& out, const TextConfi
     for (const char* key : {"dtype", "torch_dtype"})
       if (node->contains(key)) (*node)[key] = name, named = true;
   if (!named) root["dtype"] = name;
-  (void)base;
   return write_file(out / "config.json", dump(root));
 }
 
@@ -257,7 +255,7 @@ Expected<std::vector<std::string>> export_checkpoint(const fs::path& source_dir,
   }
 
   std::vector<std::string> files;
-  QGPU_RETURN_IF_ERROR(write_config(source_dir, out, text, merged, request.dtype));
+  QGPU_RETURN_IF_ERROR(write_config(source_dir, out, merged, request.dtype));
   files.push_back((out / "config.json").string());
   WriteOptions options;
   options.metadata = {{"format", "pt"}};
