@@ -102,41 +102,4 @@ sdk::Expected<weights::SparseMatrix> record_unembedding(const NextToken& next, c
   return m.build();
 }
 
-sdk::Expected<Choice> choose(std::span<const float> logits, std::int64_t text_rows) {
-  const std::int64_t rows = vocabulary_rows();
-  if (text_rows < 0 || logits.size() != static_cast<std::size_t>(text_rows + rows))
-    return sdk::invalid_argument("choose: " + std::to_string(logits.size()) + " logits for " +
-                                 (text_rows > 0 ? std::to_string(text_rows) + " text rows and " : std::string()) +
-                                 std::to_string(rows) + " machine rows");
-  auto name = [&](std::int64_t t) {
-    return t < text_rows ? "text row " + std::to_string(t) : "machine row " + std::to_string(t - text_rows);
-  };
-  Choice c;
-  double second = -INFINITY;
-  for (std::size_t t = 0; t < logits.size(); ++t) {
-    const double v = logits[t];
-    if (std::isnan(v)) return sdk::internal_error("choose: logit of " + name(static_cast<std::int64_t>(t)) + " is NaN");
-    if (c.offset < 0 || v > c.logit) {
-      if (c.offset >= 0) second = c.logit;
-      c.offset = static_cast<std::int64_t>(t);
-      c.logit = v;
-    } else if (v > second) {
-      second = v;
-    }
-  }
-  c.margin = c.logit - second;
-  if (!(c.margin > 0))
-    return sdk::internal_error("choose: no single best row (" + name(c.offset) + " and another tie at " +
-                               std::to_string(c.logit) + ")");
-  if (c.offset < text_rows) {
-    double best = -INFINITY;
-    for (std::int64_t t = text_rows; t < static_cast<std::int64_t>(logits.size()); ++t)
-      best = std::max(best, static_cast<double>(logits[static_cast<std::size_t>(t)]));
-    return sdk::internal_error("choose: the model chose " + name(c.offset) + " (logit " + std::to_string(c.logit) +
-                               ") where a record was due; the best machine row scores " + std::to_string(best));
-  }
-  c.offset -= text_rows;
-  return c;
-}
-
 }  // namespace qgpu::simt::circuit

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "qgpu/sdk/status.h"
+#include "qgpu/weights/choice.h"
 #include "qgpu/weights/compile.h"
 #include "qgpu/weights/model.h"
 #include "writeback.h"
@@ -44,15 +45,9 @@ sdk::Status mark_choice_outputs(weights::Circuit& c, const NextToken& next);
 sdk::Expected<weights::SparseMatrix> record_unembedding(const NextToken& next, const weights::Allocation& a,
                                                         double alpha);
 
-struct Choice {
-  std::int64_t offset = -1;  // the winning row
-  double logit = 0;
-  double margin = 0;  // winner minus runner-up
-};
-// The best row of `logits`: `text_rows` text rows (the merged model's base vocabulary; 0 for
-// the circuit alone), then one per machine row. The winner's offset is its machine row and
-// its margin the lead over the runner-up of all rows. Ties are an error (they mean the
-// circuit chose nothing), and so is a text row winning.
-sdk::Expected<Choice> choose(std::span<const float> logits, std::int64_t text_rows = 0);
+// The best row of the logits (weights::choose): `text_rows` text rows, then one per machine row;
+// the winner's offset is its machine row.
+using weights::Choice;
+using weights::choose;
 
 }  // namespace qgpu::simt::circuit
