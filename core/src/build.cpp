@@ -1,5 +1,7 @@
 #include "qgpu/core/build.h"
 
+#include "qgpu/core/launch_session.h"
+
 #include <bit>
 #include <chrono>
 #include <cstdio>
@@ -7,6 +9,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "qgpu/core/launch_session.h"
 #include "qgpu/core/merged_model.h"
 #include "qgpu/core/plugin_registry.h"
 #include "qgpu/core/silence_json.h"
@@ -107,9 +110,8 @@ nlohmann::ordered_json options_json(const sdk::Options& options) {
 
 
 sdk::Expected<BuildResult> build_checkpoint(const Host& host, const BuildOptions& options) {
-  auto dtype = sdk::parse_dtype(options.dtype);
-  if (!dtype || (*dtype != sdk::DType::kF32 && *dtype != sdk::DType::kBF16))
-    return sdk::invalid_argument("--dtype '" + options.dtype + "' is not one of f32, bf16");
+  auto dtype = layer_dtype(options.dtype);
+  if (!dtype) return dtype.error().with_context("--dtype");
   if (options.directory.empty()) return sdk::invalid_argument("build: no output directory (--out)");
   auto say = [&](const std::string& line) {
     if (options.on_progress) options.on_progress(line);
@@ -124,12 +126,10 @@ sdk::Expected<BuildResult> build_checkpoint(const Host& host, const BuildOptions
   const auto t0 = Clock::now();
   QGPU_ASSIGN_OR_RETURN(std::unique_ptr<LoadedMerge> merge,
                         load_merge(host, {{"dtype", std::string(sdk::dtype_name(*dtype))}}, /*sparse=*/true));
-  sdk::ModelRunOptions run;
-  run.engine = "model";
-  run.dtype = std::string(sdk::dtype_name(*dtype));
-  run.on_progress = [&](std::string_view line) { say(std::string(line)); };
-  QGPU_RETURN_IF_ERROR(
-      guarded_call(machine_name, "merge_circuit()", [&] { return machine->merge_circuit(*merge->host, run); }));
+  auto progress = [&](std::string_view line) { say(std::string(line)); };
+  QGPU_ASSIGN_OR_RETURN(std::shared_ptr<const sdk::MachineCircuit> circuit,
+                        machine_circuit(*machine, machine_name, sdk::Engine::kModel, merge->host.get(), progress));
+  QGPU_RETURN_IF_ERROR(merge_circuit(*merge->host, circuit, progress));
   const MergedModel* model = merge->host->merged();
   if (model == nullptr) return sdk::internal_error("build: " + machine_name + " merged nothing");
   QGPU_ASSIGN_OR_RETURN(std::vector<std::string> names,

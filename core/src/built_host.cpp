@@ -127,18 +127,20 @@ sdk::Status BuiltHost::recover_layers() {
   return sdk::Status::ok();
 }
 
-std::string BuiltHost::dtype() const {
-  return backend_->dtype() == sdk::DType::kBF16 ? "bf16" : "f32";
+sdk::DType BuiltHost::dtype() const {
+  return backend_->dtype() == sdk::DType::kBF16 ? sdk::DType::kBF16 : sdk::DType::kF32;
 }
 
 int BuiltHost::mute_width() const {
   return kMuteWidth;
 }
 
-sdk::Status BuiltHost::merge(const weights::CompiledCircuit& circuit, const sdk::RecordRows& rows) {
+sdk::Status BuiltHost::merge(std::shared_ptr<const sdk::MachineCircuit> machine_circuit) {
   circuit_ = nullptr;
+  const weights::CompiledCircuit& circuit = machine_circuit->compiled();
+  const RecordRows rows = record_rows(*machine_circuit);
   const std::string where = "built checkpoint '" + info_.checkpoint + "'";
-  if (dtype() != manifest_.dtype)
+  if (sdk::dtype_name(dtype()) != manifest_.dtype)
     return sdk::invalid_argument(where + " was built for " + manifest_.dtype + " (its layers are calibrated for it); "
                                  "run it with --dtype " + manifest_.dtype);
   if (static_cast<std::int64_t>(circuit.layers.size()) != manifest_.circuit_layers || rows.records != manifest_.records)
@@ -157,7 +159,7 @@ sdk::Status BuiltHost::merge(const weights::CompiledCircuit& circuit, const sdk:
                                  std::to_string(info_.vocab_size) + " vocabulary rows, which its manifest does not "
                                  "describe");
   if (sparse_ && !reference_) QGPU_RETURN_IF_ERROR(recover_layers());
-  circuit_ = &circuit;
+  circuit_ = std::move(machine_circuit);
   reset();
   return sdk::Status::ok();
 }

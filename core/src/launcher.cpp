@@ -6,7 +6,7 @@ namespace qgpu::core {
 namespace {
 
 // --engine both: the circuit's arrays must be the interpreter's.
-sdk::Status compare_arrays(const sdk::LaunchResult& interp, const sdk::ModelRunResult& model) {
+sdk::Status compare_arrays(const sdk::LaunchResult& interp, const ModelRunResult& model) {
   if (interp.arrays.size() != model.arrays.size())
     return sdk::internal_error("--engine both: the interpreter returned " + std::to_string(interp.arrays.size()) +
                                " arrays, the circuit " + std::to_string(model.arrays.size()));
@@ -90,9 +90,21 @@ sdk::Expected<sdk::Description> Launcher::describe_machine() const {
 sdk::Expected<LoadedMerge*> Launcher::merge() {
   if (options_.engine != "model") return static_cast<LoadedMerge*>(nullptr);
   if (!merge_) {
-    QGPU_ASSIGN_OR_RETURN(merge_, load_merge(host_, {{"dtype", options_.model.dtype}}, !options_.dense));
+    QGPU_ASSIGN_OR_RETURN(
+        merge_, load_merge(host_, {{"dtype", std::string(sdk::dtype_name(options_.model.dtype))}}, !options_.dense));
   }
   return merge_.get();
+}
+
+sdk::Expected<std::shared_ptr<const sdk::MachineCircuit>> Launcher::circuit() {
+  if (!uses_model()) return sdk::internal_error("engine interp runs no circuit");
+  if (!circuit_) {
+    QGPU_ASSIGN_OR_RETURN(LoadedMerge * m, merge());
+    QGPU_ASSIGN_OR_RETURN(circuit_, machine_circuit(*machine_, machine_name_,
+                                                    m ? sdk::Engine::kModel : sdk::Engine::kCircuit,
+                                                    m ? m->model_host() : nullptr, options_.model.on_progress));
+  }
+  return circuit_;
 }
 
 sdk::Expected<LaunchOutcome> Launcher::launch(const sdk::MachineProgram& program,
@@ -105,12 +117,15 @@ sdk::Expected<LaunchOutcome> Launcher::launch(const sdk::MachineProgram& program
     out.interpreted = true;
   }
   if (uses_model()) {
-    QGPU_ASSIGN_OR_RETURN(LoadedMerge * m, merge());
-    sdk::ModelRunOptions model_options = options_.model;
-    model_options.engine = m ? "model" : "circuit";
-    model_options.model = m ? m->model_host() : nullptr;
-    QGPU_ASSIGN_OR_RETURN(out.model, guarded_call(machine_name_, "run_model()",
-                                                  [&] { return machine_->run_model(program, args, model_options); }));
+    QGPU_ASSIGN_OR_RETURN(std::shared_ptr<const sdk::MachineCircuit> compiled, circuit());
+    QGPU_ASSIGN_OR_RETURN(std::unique_ptr<sdk::LaunchCodec> codec, guarded_call(machine_name_, "encode_launch()", [&] {
+                            return machine_->encode_launch(program, args, *compiled);
+                          }));
+    ModelHost* model = merge_ ? merge_->model_host() : nullptr;
+    // The codec's calls are the machine's code too: an exception from them is reported as its.
+    QGPU_ASSIGN_OR_RETURN(out.model, guarded_call(machine_name_, "a launch", [&] {
+                            return run_launch(compiled, std::move(codec), model, options_.model);
+                          }));
     out.modelled = true;
     if (out.interpreted) QGPU_RETURN_IF_ERROR(compare_arrays(out.interp, out.model));
   }

@@ -1,4 +1,4 @@
-// MergeHost, the sdk::ModelHost over a base and a backend (`run --engine model`), and
+// MergeHost, the ModelHost over a base and a backend (`run --engine model`), and
 // load_merge: the config's base loaded with a MergeHost over it.
 #include <algorithm>
 #include <cstdio>
@@ -34,23 +34,38 @@ sdk::Expected<std::unique_ptr<LoadedMerge>> load_merge(const Host& host,
   return m;
 }
 
-std::string MergeHost::dtype() const {
-  return backend_->dtype() == sdk::DType::kBF16 ? "bf16" : "f32";
+sdk::DType MergeHost::dtype() const {
+  return backend_->dtype() == sdk::DType::kBF16 ? sdk::DType::kBF16 : sdk::DType::kF32;
 }
 
-sdk::Status MergeHost::merge(const weights::CompiledCircuit& circuit, const sdk::RecordRows& rows) {
+RecordRows record_rows(const sdk::MachineCircuit& circuit) {
+  RecordRows rows;
+  rows.records = circuit.records();
+  const std::int64_t hidden = circuit.compiled().target.shapes.hidden_size;
+  // A row the circuit cannot take (one the protocol never feeds) merges as zeros.
+  rows.embedding = [&circuit, hidden](std::int64_t record) -> sdk::Expected<std::vector<float>> {
+    auto row = circuit.embedding(record);
+    if (!row) return std::vector<float>(static_cast<std::size_t>(hidden), 0.0f);
+    return row;
+  };
+  rows.unembedding = &circuit.unembedding();
+  return rows;
+}
+
+sdk::Status MergeHost::merge(std::shared_ptr<const sdk::MachineCircuit> circuit) {
   merged_.reset();  // the old layers leave the backend first
   circuit_ = nullptr;
+  const RecordRows rows = record_rows(*circuit);
   MergeInputs in;
-  in.circuit = &circuit;
+  in.circuit = &circuit->compiled();
   in.records = rows;
   in.sparse_circuit = sparse_;
   auto m = MergedModel::create(*base_, info_, *backend_, in);
   if (!m) return m.status();
   merged_ = std::move(*m);
   QGPU_RETURN_IF_ERROR(merged_->reset());
-  circuit_ = &circuit;
-  merged_hash_ = compiled_hash(circuit, rows);
+  merged_hash_ = compiled_hash(circuit->compiled(), rows);
+  circuit_ = std::move(circuit);
   guard_ratio_ = 0;
   guarded_ = 0;
   return sdk::Status::ok();
@@ -91,7 +106,7 @@ std::string MergeHost::describe() const {
                 "profile %.1f s",
                 static_cast<long long>(c.circuit_layers), sparse_ ? "sparse, on the host" : "dense, on the backend",
                 static_cast<long long>(info_.num_layers), static_cast<long long>(c.records),
-                static_cast<double>(c.uploaded_bytes) / (1 << 30), dtype().c_str(), c.search_seconds,
+                static_cast<double>(c.uploaded_bytes) / (1 << 30), std::string(sdk::dtype_name(dtype())).c_str(), c.search_seconds,
                 c.profile_seconds);
   return std::string(line) + "\nsilence: " + merged_->silence().to_string() +
          "\nchoice: " + merged_->placement().to_string();

@@ -93,7 +93,7 @@ std::uint64_t MergedModel::circuit_hash() const {
   return h.value();
 }
 
-std::uint64_t compiled_hash(const weights::CompiledCircuit& circuit, const sdk::RecordRows& rows) {
+std::uint64_t compiled_hash(const weights::CompiledCircuit& circuit, const RecordRows& rows) {
   Fnv h;
   for (const weights::Layer& l : circuit.layers) hash_layer(h, l);
   h.bytes(&rows.records, sizeof rows.records);

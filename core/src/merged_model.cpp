@@ -255,7 +255,7 @@ sdk::Expected<std::unique_ptr<MergedModel>> MergedModel::create(sdk::BaseModel& 
   if (mute < 0)
     return sdk::invalid_argument(
         "merge: the circuit was compiled without a mute channel (set weights::Target::mute_channel)");
-  const sdk::RecordRows& rec = in.records;
+  const RecordRows& rec = in.records;
   static const weights::SparseMatrix kNoRows;
   const weights::SparseMatrix& unemb = rec.unembedding != nullptr ? *rec.unembedding : kNoRows;
   QGPU_RETURN_IF_ERROR(check_table(unemb, "unembedding", H));
@@ -465,8 +465,8 @@ void RecordTables::tie() {
   unembedding = detail::sparse_rows(embedding, records(), hidden);
 }
 
-sdk::RecordRows RecordTables::rows() const {
-  sdk::RecordRows out;
+RecordRows RecordTables::rows() const {
+  RecordRows out;
   out.records = records();
   out.embedding = [this](std::int64_t r) -> sdk::Expected<std::vector<float>> {
     const auto first = embedding.begin() + r * hidden;

@@ -10,16 +10,17 @@ namespace qgpu::sdk {
 Plugin::~Plugin() = default;
 Frontend::~Frontend() = default;
 Machine::~Machine() = default;
-ModelHost::~ModelHost() = default;
-Expected<ModelRunResult> Machine::run_model(const MachineProgram&, const std::vector<LaunchArg>&,
-                                            const ModelRunOptions& options) {
-  return not_available("--engine " + options.engine + " (running a launch through the model)");
+MachineCircuit::~MachineCircuit() = default;
+LaunchCodec::~LaunchCodec() = default;
+Expected<std::shared_ptr<const MachineCircuit>> Machine::circuit(const CircuitRequest& request) {
+  return not_available(std::string("--engine ") + engine_name(request.engine) + " (the machine's compiled circuit)");
+}
+Expected<std::unique_ptr<LaunchCodec>> Machine::encode_launch(const MachineProgram&, const std::vector<LaunchArg>&,
+                                                              const MachineCircuit&) {
+  return not_available("launches in the machine's token protocol");
 }
 Expected<CircuitReport> Machine::describe_circuit(const CircuitRequest&) {
   return not_available("a description of the machine's circuit");
-}
-Status Machine::merge_circuit(ModelHost&, const ModelRunOptions&) {
-  return not_available("merging the machine's circuit into a model");
 }
 Expected<std::vector<std::string>> Machine::record_token_names() {
   return not_available("names of the record tokens");

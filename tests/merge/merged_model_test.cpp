@@ -291,6 +291,28 @@ bool clean_channel(const std::vector<float>& t, std::int64_t rows, std::int64_t 
   return neg || pos;
 }
 
+// A compiled circuit and its record tables handed over as a machine hands over its circuit
+// (sdk::MachineCircuit), for MergeHost::merge.
+class TableCircuit final : public sdk::MachineCircuit {
+ public:
+  TableCircuit(const weights::CompiledCircuit& cc, const RecordTables& tables)
+      : cc_(cc), tables_(tables), rows_(tables.rows()) {}
+  const weights::CompiledCircuit& compiled() const override { return cc_; }
+  std::int64_t records() const override { return rows_.records; }
+  std::int64_t first_id() const override { return 0; }
+  sdk::Expected<std::vector<float>> embedding(std::int64_t record) const override { return rows_.embedding(record); }
+  const weights::SparseMatrix& unembedding() const override { return tables_.unembedding; }
+  std::string summary() const override { return "record tables"; }
+  std::vector<std::pair<std::string, double>> timings() const override { return {}; }
+  std::vector<std::pair<std::string, std::int64_t>> stats() const override { return {}; }
+
+ private:
+  const weights::CompiledCircuit& cc_;
+  const RecordTables& tables_;
+  RecordRows rows_;
+};
+
+
 // d·x / rms(x) of a row, in double (the test's own arithmetic).
 double normalized_dot(const std::vector<float>& t, std::int64_t r, std::int64_t H, const MuteDirection& d) {
   double dot = 0, sq = 0;
@@ -1171,7 +1193,7 @@ TEST(Merge, ChoicePlacementCompensationAndGuard) {
     auto info = base.load(*l->backend);
     ASSERT_TRUE(info.has_value());
     MergeHost host(base, *info, *l->backend, /*sparse=*/true);
-    ASSERT_TRUE(host.merge(k.cc, tables.rows()).is_ok());
+    ASSERT_TRUE(host.merge(std::make_shared<TableCircuit>(k.cc, tables)).is_ok());
     const std::int64_t one[] = {rows};
     auto r = host.forward(one);
     EXPECT_GT(host.guard_ratio(), 1.0);

@@ -95,7 +95,7 @@ class BatchRunner {
     for (const auto& [key, value] : outcome.interp.stats) out["stats"][key] = value;
     for (const auto& [key, value] : outcome.model.stats) out["stats"][key] = value;
     if (outcome.modelled) {
-      const sdk::ModelRunResult& m = outcome.model;
+      const core::ModelRunResult& m = outcome.model;
       out["tokens"] = {{"prompt", m.prompt_tokens}, {"generated", m.generated_tokens}};
       out["margin"] = m.min_margin;
       if (launcher_.options().model.check) out["check"] = {{"ok", m.checked}, {"summary", m.check}};
@@ -152,7 +152,9 @@ int run_batch(const core::Host& host, const BatchOptions& options) {
   core::LauncherOptions launcher_options;
   launcher_options.engine = options.engine;
   if (options.max_steps > 0) launcher_options.interpret.max_steps = options.max_steps;
-  launcher_options.model.dtype = options.dtype;
+  auto dtype = core::layer_dtype(options.dtype);
+  if (!dtype) return report(dtype.error());
+  launcher_options.model.dtype = *dtype;
   launcher_options.model.check = options.check;
   if (options.max_tokens > 0) launcher_options.model.max_tokens = options.max_tokens;
   if (options.verbose) {

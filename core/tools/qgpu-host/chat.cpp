@@ -85,13 +85,13 @@ sdk::Expected<ChatSession> open_session(const core::Host& host, const ChatOption
     core::LauncherOptions lo;
     lo.engine = options.engine;
     if (options.max_steps > 0) lo.interpret.max_steps = options.max_steps;
-    lo.model.dtype = options.dtype;
+    QGPU_ASSIGN_OR_RETURN(lo.model.dtype, core::layer_dtype(options.dtype));
     lo.model.check = options.check && options.engine != "interp";
     if (options.max_launch_tokens > 0) lo.model.max_tokens = options.max_launch_tokens;
     lo.model.on_progress = [](std::string_view line) {
       std::fprintf(stderr, "qgpu-host: %.*s\n", static_cast<int>(line.size()), line.data());
     };
-    lo.model.on_step = [&progress](const sdk::LaunchProgress& p) { progress(p); };
+    lo.model.on_step = [&progress](const core::LaunchProgress& p) { progress(p); };
     lo.model.cancel = cancel;
     QGPU_ASSIGN_OR_RETURN(s.launcher, core::Launcher::open(host, lo));
     QGPU_ASSIGN_OR_RETURN(auto kernel_dir, core::find_kernel_library(options.kernel_dir, options.executable));

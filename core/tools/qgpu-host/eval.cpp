@@ -52,7 +52,9 @@ int run_eval(const core::Host& host, const EvalOptions& options) {
 
   core::LauncherOptions launcher_options;
   launcher_options.engine = options.engine;
-  launcher_options.model.dtype = options.dtype;
+  auto dtype = core::layer_dtype(options.dtype);
+  if (!dtype) return report(dtype.error());
+  launcher_options.model.dtype = *dtype;
   launcher_options.model.check = options.check;
   launcher_options.model.on_progress = [](std::string_view line) {
     std::fprintf(stderr, "qgpu-host: %.*s\n", static_cast<int>(line.size()), line.data());
@@ -60,7 +62,7 @@ int run_eval(const core::Host& host, const EvalOptions& options) {
   // While a model engine generates: a live line on a terminal, a line every 10 s otherwise; Ctrl-C
   // stops the launch with how far it got (exit 130).
   LaunchProgressLine line(options.engine, stderr_is_terminal() && !options.json);
-  launcher_options.model.on_step = [&line](const sdk::LaunchProgress& p) { line(p); };
+  launcher_options.model.on_step = [&line](const core::LaunchProgress& p) { line(p); };
   InterruptFlag interrupt;
   launcher_options.model.cancel = interrupt.flag();
   auto launcher = core::Launcher::open(host, launcher_options);

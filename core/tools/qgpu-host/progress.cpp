@@ -55,7 +55,7 @@ void LaunchProgressLine::finish() {
   live_ = false;
 }
 
-std::string LaunchProgressLine::describe(const std::string& engine, const sdk::LaunchProgress& p) {
+std::string LaunchProgressLine::describe(const std::string& engine, const core::LaunchProgress& p) {
   std::string kinds;
   for (const auto& [kind, n] : p.records_by_kind) kinds += (kinds.empty() ? "" : " ") + kind + " " + std::to_string(n);
   char line[320];
@@ -68,7 +68,7 @@ std::string LaunchProgressLine::describe(const std::string& engine, const sdk::L
   return line;
 }
 
-void LaunchProgressLine::operator()(const sdk::LaunchProgress& p) {
+void LaunchProgressLine::operator()(const core::LaunchProgress& p) {
   if (terminal_) {
     if (p.done) {
       if (live_) std::fprintf(stderr, "\r\033[K");

@@ -1,24 +1,24 @@
 // Progress of long work on stderr: a live line on a terminal, periodic log lines otherwise;
-// and Ctrl-C turned into a flag that work polls (sdk::ModelRunOptions::cancel).
+// and Ctrl-C turned into a flag that work polls (core::ModelRunOptions::cancel).
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <string>
 
-#include "qgpu/sdk/machine.h"
+#include "qgpu/core/launch_session.h"
 
 namespace qgpu::host {
 
-// Reports a launch's progress (sdk::LaunchProgress) as it is generated: on a terminal one line
+// Reports a launch's progress (core::LaunchProgress) as it is generated: on a terminal one line
 // rewritten in place (and cleared at the end), else a line every `log_interval_s` seconds.
 class LaunchProgressLine {
  public:
   LaunchProgressLine(std::string engine, bool terminal, double log_interval_s = 10);
   ~LaunchProgressLine();  // clears the live line
-  void operator()(const sdk::LaunchProgress& p);
+  void operator()(const core::LaunchProgress& p);
   void finish();  // clears the live line (before an error or the result is printed)
-  static std::string describe(const std::string& engine, const sdk::LaunchProgress& p);
+  static std::string describe(const std::string& engine, const core::LaunchProgress& p);
 
  private:
   std::string engine_;

@@ -21,7 +21,7 @@ namespace {
 
 // The model engines' summary line, e.g. "circuit (f32): prompt 96 tokens, generated 13 tokens in
 // 0.31 s (23.8 ms/token), min margin 1; check: ...".
-std::string model_summary(const std::string& engine, const std::string& dtype, const sdk::ModelRunResult& r) {
+std::string model_summary(const std::string& engine, const std::string& dtype, const core::ModelRunResult& r) {
   double generate_s = 0;
   for (const auto& [key, value] : r.timings)
     if (key == "generate_s") generate_s = value;
@@ -76,8 +76,10 @@ int run_kernel(const core::Host& host, const RunOptions& options) {
   launcher_options.interpret.records = options.records;
   launcher_options.interpret.memcheck = options.memcheck;
   if (options.max_steps > 0) launcher_options.interpret.max_steps = options.max_steps;
-  sdk::ModelRunOptions& model_options = launcher_options.model;
-  model_options.dtype = options.dtype;
+  core::ModelRunOptions& model_options = launcher_options.model;
+  auto dtype = core::layer_dtype(options.dtype);
+  if (!dtype) return report(dtype.error());
+  model_options.dtype = *dtype;
   model_options.check = options.check;
   model_options.trace = options.trace;
   if (options.max_tokens > 0) model_options.max_tokens = options.max_tokens;
@@ -95,7 +97,7 @@ int run_kernel(const core::Host& host, const RunOptions& options) {
   // stream, nor with --json), a line every 10 s otherwise; Ctrl-C stops it with how far it got.
   LaunchProgressLine line(options.engine == "model" ? "model" : "circuit",
                           stderr_is_terminal() && !options.trace && !options.json);
-  model_options.on_step = [&line](const sdk::LaunchProgress& p) { line(p); };
+  model_options.on_step = [&line](const core::LaunchProgress& p) { line(p); };
   InterruptFlag interrupt;
   model_options.cancel = interrupt.flag();
   auto launcher = core::Launcher::open(host, launcher_options);
@@ -121,7 +123,7 @@ int run_kernel(const core::Host& host, const RunOptions& options) {
   line.finish();
   if (!outcome) return report(outcome.error());
   const sdk::LaunchResult& interp = outcome->interp;
-  const sdk::ModelRunResult& model = outcome->model;
+  const core::ModelRunResult& model = outcome->model;
   const core::LoadedMerge* merge = (*launcher)->loaded_merge();
   const std::vector<sdk::LaunchArg>& arrays = outcome->arrays();
   // --silence: the base alone against the merged model around the launch (docs/MACHINE_CIRCUIT.md §6).

@@ -1,14 +1,19 @@
 // machine_simt: the 4-lane SIMT GPU — ISA, lowering, reference interpreter
 // (this build), token codec (src/protocol.*) and circuit (a later issue).
 #include <array>
+#include <memory>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "config.h"
 #include "interp.h"
 #include "lower.h"
-#include "model_run.h"
+#include "launch_codec.h"
+#include "machine_circuit.h"
 #include "protocol.h"
 #include "qgpu/sdk/sdk.h"
+#include "qgpu/weights/report.h"
 
 namespace qgpu::simt {
 namespace {
@@ -28,7 +33,7 @@ constexpr std::array kOptions = {
 
 class SimtMachine final : public sdk::Machine {
  public:
-  explicit SimtMachine(const sdk::PluginContext& context) : options_(context.options), logger_(context.logger) {}
+  explicit SimtMachine(const sdk::PluginContext& context) : options_(context.options) {}
 
   sdk::Expected<sdk::Description> describe() const override {
     sdk::Description d;
@@ -90,16 +95,20 @@ class SimtMachine final : public sdk::Machine {
     return result;
   }
 
-  sdk::Expected<sdk::ModelRunResult> run_model(const sdk::MachineProgram& program,
-                                               const std::vector<sdk::LaunchArg>& args,
-                                               const sdk::ModelRunOptions& options) override {
-    const auto* simt = dynamic_cast<const Program*>(&program);
-    if (simt == nullptr) return sdk::invalid_argument("machine_simt: the program was not lowered by machine_simt");
-    return run_on_circuit(*simt, args, options);
+  sdk::Expected<std::shared_ptr<const sdk::MachineCircuit>> circuit(const sdk::CircuitRequest& request) override {
+    auto c = compiled(request);
+    if (!c) return c.status();
+    return std::shared_ptr<const sdk::MachineCircuit>(*c);
   }
 
-  sdk::Status merge_circuit(sdk::ModelHost& host, const sdk::ModelRunOptions& options) override {
-    return simt::merge_circuit(host, options);
+  sdk::Expected<std::unique_ptr<sdk::LaunchCodec>> encode_launch(const sdk::MachineProgram& program,
+                                                                 const std::vector<sdk::LaunchArg>& args,
+                                                                 const sdk::MachineCircuit& circuit) override {
+    const auto* simt = dynamic_cast<const Program*>(&program);
+    if (simt == nullptr) return sdk::invalid_argument("machine_simt: the program was not lowered by machine_simt");
+    const auto* own = dynamic_cast<const SimtCircuit*>(&circuit);
+    if (own == nullptr) return sdk::invalid_argument("machine_simt: the circuit was not built by machine_simt");
+    return simt::encode_launch(*simt, args, *own);
   }
 
   sdk::Expected<std::vector<std::string>> record_token_names() override {
@@ -114,12 +123,30 @@ class SimtMachine final : public sdk::Machine {
   }
 
   sdk::Expected<sdk::CircuitReport> describe_circuit(const sdk::CircuitRequest& request) override {
-    return simt::describe_circuit(request, [this](std::string_view line) { logger_.info(line); });
+    auto c = compiled(request);
+    if (!c) return c.status();
+    return weights::report((*c)->circuit(), (*c)->compiled(), sdk::engine_name(request.engine));
   }
 
  private:
+  // Each circuit is built once per machine (~30 s) and kept: a launch, `circuit` and `build`
+  // asking for the same engine and shapes share it.
+  sdk::Expected<std::shared_ptr<const SimtCircuit>> compiled(sdk::CircuitRequest request) {
+    if (request.engine == sdk::Engine::kCircuit) request = {sdk::Engine::kCircuit, {}, 0};  // its own shapes
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const auto& c : circuits_) {
+      const sdk::CircuitRequest& r = c->request();
+      if (r.engine == request.engine && r.shapes == request.shapes && r.mute_width == request.mute_width) return c;
+    }
+    auto c = SimtCircuit::build(request);
+    if (!c) return c.status();
+    circuits_.push_back(*c);
+    return *c;
+  }
+
   sdk::Options options_;
-  sdk::Logger logger_;
+  std::mutex mutex_;
+  std::vector<std::shared_ptr<const SimtCircuit>> circuits_;
 };
 
 }  // namespace

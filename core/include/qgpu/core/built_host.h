@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "qgpu/core/model_host.h"
 #include "qgpu/sdk/base_model.h"
 #include "qgpu/sdk/machine.h"
 #include "qgpu/sdk/tensor_backend.h"
@@ -37,7 +38,7 @@ struct BuiltManifest {
 // manifest that does not parse or lacks a field is an error naming the file.
 sdk::Expected<std::optional<BuiltManifest>> read_built_manifest(const std::string& checkpoint_dir);
 
-class BuiltHost final : public sdk::ModelHost {
+class BuiltHost final : public ModelHost {
  public:
   // `base` is the built checkpoint loaded into `backend` (info: its load() result).
   // `sparse`: after merge(), the circuit layers are read back from the checkpoint as sparse
@@ -48,11 +49,10 @@ class BuiltHost final : public sdk::ModelHost {
   ~BuiltHost() override;
   sdk::LayerShapes shapes() const override { return info_.shapes; }
   std::int64_t text_rows() const override { return manifest_.first_record; }
-  std::string dtype() const override;
-  // Checks `circuit` and `rows` against the manifest (layers, records, compiled hash, dtype);
-  // merges nothing.
-  sdk::Status merge(const weights::CompiledCircuit& circuit, const sdk::RecordRows& rows) override;
-  bool holds(const weights::CompiledCircuit& circuit) const override { return circuit_ == &circuit; }
+  sdk::DType dtype() const override;
+  // Checks `circuit` against the manifest (layers, records, compiled hash, dtype); merges nothing.
+  sdk::Status merge(std::shared_ptr<const sdk::MachineCircuit> circuit) override;
+  bool holds(const sdk::MachineCircuit& circuit) const override { return circuit_.get() == &circuit; }
   void reset() override;
   sdk::Expected<std::vector<float>> forward(std::span<const std::int64_t> ids) override;
   sdk::Expected<weights::StateView> circuit_state() override;
@@ -68,7 +68,7 @@ class BuiltHost final : public sdk::ModelHost {
   // The circuit layers read back from the checkpoint (sparse), and the model that runs them.
   sdk::Status recover_layers();
 
-  const weights::CompiledCircuit* circuit_ = nullptr;
+  std::shared_ptr<const sdk::MachineCircuit> circuit_;
   bool sparse_ = false;
   std::vector<weights::Layer> layers_;
   std::unique_ptr<weights::ReferenceModel> reference_;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "qgpu/core/host.h"
+#include "qgpu/core/launch_session.h"
 #include "qgpu/core/merged_model.h"
 #include "qgpu/sdk/sdk.h"
 
@@ -17,16 +18,15 @@ struct LauncherOptions {
   std::string engine = "interp";    // interp, circuit, model, or both (interp and circuit, arrays compared)
   bool dense = false;               // engine model: circuit layers dense on the backend
   sdk::InterpretOptions interpret;  // trace, records, max_steps of the interpreter
-  // dtype, check, trace, max_tokens and the sinks of the model engines; the launcher sets
-  // `engine` and `model` for each launch.
-  sdk::ModelRunOptions model;
+  // dtype, check, trace, max_tokens and the sinks of the model engines.
+  ModelRunOptions model;
 };
 
 // What a launch returned: the interpreter's result when it ran, the model engine's when it ran.
 struct LaunchOutcome {
   bool interpreted = false, modelled = false;
   sdk::LaunchResult interp;
-  sdk::ModelRunResult model;
+  ModelRunResult model;
   // The final arrays: the model engine's when it ran (equal to the interpreter's with "both").
   const std::vector<sdk::LaunchArg>& arrays() const { return modelled ? model.arrays : interp.arrays; }
 };
@@ -49,6 +49,8 @@ class Launcher {
   // Engine model: the merged model, loading it on the first call; nullptr for other engines.
   sdk::Expected<LoadedMerge*> merge();
   LoadedMerge* loaded_merge() const { return merge_.get(); }
+  // Engines circuit and model: the machine's circuit (compiled on the first call, ~30 s).
+  sdk::Expected<std::shared_ptr<const sdk::MachineCircuit>> circuit();
 
  private:
   Launcher(const Host& host, LauncherOptions options) : host_(host), options_(std::move(options)) {}
@@ -59,6 +61,7 @@ class Launcher {
   std::shared_ptr<sdk::Machine> machine_;
   std::string frontend_name_, machine_name_;
   std::unique_ptr<LoadedMerge> merge_;
+  std::shared_ptr<const sdk::MachineCircuit> circuit_;
 };
 
 // The kernel `wanted` of a compiled file, or its only kernel when `wanted` is empty; errors name

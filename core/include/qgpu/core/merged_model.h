@@ -31,6 +31,7 @@
 
 #include "qgpu/core/channel_plan.h"
 #include "qgpu/core/host.h"
+#include "qgpu/core/model_host.h"
 #include "qgpu/core/silence.h"
 #include "qgpu/sdk/base_model.h"
 #include "qgpu/sdk/machine.h"
@@ -46,9 +47,9 @@ struct MergeInputs {
   // Compiled with Target::mute_channel at the base's layer shapes (hidden size,
   // heads, MLP width); every layer is linear_attention.
   const weights::CompiledCircuit* circuit = nullptr;
-  // The record rows (sdk::RecordRows; record i is token id base_rows + i): the embedding
+  // The record rows (RecordRows; record i is token id base_rows + i): the embedding
   // is called for every row here when the circuit runs dense, else as record tokens arrive.
-  sdk::RecordRows records;
+  RecordRows records;
   // Embedding rows that can appear in text (the mute direction is certified on them);
   // 0: every embedding row (the sampler may choose any logit row).
   std::int64_t text_rows = 0;
@@ -89,7 +90,7 @@ struct RecordTables {
   std::int64_t records() const { return static_cast<std::int64_t>(embedding.size()) / hidden; }
   void add(std::span<const float> row) { embedding.insert(embedding.end(), row.begin(), row.end()); }
   void tie();  // the unembedding := the embedding rows (a stand-in where no choice fields exist)
-  sdk::RecordRows rows() const;
+  RecordRows rows() const;
 };
 
 struct MergeCost {
@@ -240,16 +241,16 @@ sdk::Expected<SilenceCertificate> base_silence(sdk::BaseModel& base, sdk::Tensor
 // channel and kMuteWidth - 1 free ones: weights::Target::mute_width).
 inline constexpr int kMuteWidth = 64;
 
-// A hash of a compiled circuit and its record rows as a machine hands them to ModelHost::merge
+// A hash of a compiled circuit and its record rows as a machine hands them to the merge
 // (FNV-1a 64 over the layers' weights, the record count and the unembedding): `qgpu-host build`
 // records it, and a built checkpoint accepts only the circuit it was built from.
-std::uint64_t compiled_hash(const weights::CompiledCircuit& circuit, const sdk::RecordRows& rows);
+std::uint64_t compiled_hash(const weights::CompiledCircuit& circuit, const RecordRows& rows);
 // A hash as a manifest writes it: "fnv1a64:" and 16 lowercase hex digits.
 std::string hash_text(std::uint64_t hash);
 
-// sdk::ModelHost over a base and a backend (`run --engine model`): each merge()
+// The ModelHost over a base and a backend (`run --engine model`): each merge()
 // replaces the merged model; forward() returns the last position's logits.
-class MergeHost final : public sdk::ModelHost {
+class MergeHost final : public ModelHost {
  public:
   // `base` is loaded into `backend` (info is its load() result); both must outlive this.
   // `sparse`: MergeInputs::sparse_circuit for every merge.
@@ -258,9 +259,9 @@ class MergeHost final : public sdk::ModelHost {
   sdk::LayerShapes shapes() const override { return info_.shapes; }
   const sdk::ModelInfo& info() const { return info_; }  // the base's, as load() returned it
   std::int64_t text_rows() const override { return info_.vocab_size; }
-  std::string dtype() const override;
-  sdk::Status merge(const weights::CompiledCircuit& circuit, const sdk::RecordRows& rows) override;
-  bool holds(const weights::CompiledCircuit& circuit) const override { return merged_ && circuit_ == &circuit; }
+  sdk::DType dtype() const override;
+  sdk::Status merge(std::shared_ptr<const sdk::MachineCircuit> circuit) override;
+  bool holds(const sdk::MachineCircuit& circuit) const override { return merged_ && circuit_.get() == &circuit; }
   void reset() override {
     if (merged_) (void)merged_->reset();  // the own sequence: the base's reset() cannot fail
   }
@@ -284,7 +285,7 @@ class MergeHost final : public sdk::ModelHost {
   sdk::ModelInfo info_;
   sdk::TensorBackend* backend_;
   bool sparse_ = false;
-  const weights::CompiledCircuit* circuit_ = nullptr;  // of the last merge
+  std::shared_ptr<const sdk::MachineCircuit> circuit_;  // of the last merge
   std::unique_ptr<MergedModel> merged_;
   double guard_ratio_ = 0;
   std::int64_t guarded_ = 0;
@@ -301,8 +302,8 @@ struct LoadedMerge {
   std::shared_ptr<sdk::TensorBackend> backend;
   std::shared_ptr<sdk::BaseModel> base;
   std::unique_ptr<MergeHost> host;        // an ordinary base: the machine merges in front of it
-  std::unique_ptr<sdk::ModelHost> built;  // a built checkpoint (core/built_host.h); `host` is null
-  sdk::ModelHost* model_host() const { return built ? built.get() : static_cast<sdk::ModelHost*>(host.get()); }
+  std::unique_ptr<ModelHost> built;  // a built checkpoint (core/built_host.h); `host` is null
+  ModelHost* model_host() const { return built ? built.get() : static_cast<ModelHost*>(host.get()); }
   ~LoadedMerge() {
     host.reset();
     built.reset();

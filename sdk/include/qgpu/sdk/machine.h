@@ -2,13 +2,12 @@
 // reference interpreter that defines its semantics.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "qgpu/sdk/base_model.h"
@@ -78,88 +77,76 @@ struct StateView;
 
 namespace qgpu::sdk {
 
-// The record rows a machine merges in front of the base (ModelHost::merge), in its
-// circuit's channel order.
-struct RecordRows {
-  std::int64_t records = 0;  // record i is token id text_rows() + i
-  // Record i's embedding row: `hidden` values exact in fp32, exactly 0 on the circuit's mute
-  // channel (a row the protocol never feeds may be all 0). The host calls it for every row
-  // when it merges dense, or for each record token as it arrives on the sparse path (a bad
-  // row is then reported by that forward()): it must stay callable while the merge lasts.
-  std::function<Expected<std::vector<float>>(std::int64_t record)> embedding;
-  // The record rows' unembedding: sparse rows of `hidden` columns, values exact in fp32
-  // (may have no rows: no record logits). Read during merge() only.
-  const weights::SparseMatrix* unembedding = nullptr;
-};
+// Where a launch runs: the reference interpreter, the machine's compiled layers alone (on the
+// reference layer math), or those layers merged in front of the base model.
+enum class Engine : std::uint8_t { kInterp, kCircuit, kModel };
 
-// Engine "model": the host's base model with a machine's circuit merged in front of it
-// (docs/MACHINE_CIRCUIT.md §6-§7). The host implements it over the configured base and
-// tensor backend; the machine compiles its circuit at shapes() with a mute channel
-// (weights::Target::mute_channel, mute_width()), hands it over with its record rows, then drives the
-// merged model token by token.
-class QGPU_SDK_API ModelHost {
+inline const char* engine_name(Engine engine) {
+  switch (engine) {
+    case Engine::kInterp: return "interp";
+    case Engine::kCircuit: return "circuit";
+    case Engine::kModel: return "model";
+  }
+  return "?";
+}
+
+// The machine's circuit, compiled for one engine and one set of layer shapes
+// (Machine::circuit): the layers, and the record rows that feed and read them. The host runs it;
+// the machine never drives a model. The weight compiler's types (qgpu/weights, part of the SDK)
+// cross here and are versioned with QGPU_ABI_VERSION.
+class QGPU_SDK_API MachineCircuit {
  public:
-  virtual ~ModelHost();
-  virtual LayerShapes shapes() const = 0;      // the base's layer shapes
-  virtual std::int64_t text_rows() const = 0;  // the base's vocabulary: record i is token id text_rows() + i
-  virtual std::string dtype() const = 0;       // the backend's compute dtype: "f32" or "bf16"
-  // Merges `circuit` in front of the base with its record rows. `circuit` must outlive the
-  // merge. Replaces any earlier merge and starts a new sequence.
-  virtual Status merge(const weights::CompiledCircuit& circuit, const RecordRows& rows) = 0;
-  // Whether the last merge was of `circuit` (the same object): a run may then start a new
-  // sequence with reset() instead of merging again.
-  virtual bool holds(const weights::CompiledCircuit& circuit) const = 0;
-  virtual void reset() = 0;  // a new sequence: every layer's state empty
-  // Runs `ids` (text or record ids) after the tokens already seen; the logits of the
-  // last position over the base's rows, then the record rows.
-  virtual Expected<std::vector<float>> forward(std::span<const std::int64_t> ids) = 0;
-  // The merged circuit layers' recurrent states (weights::read_ram), valid until the next call.
-  virtual Expected<weights::StateView> circuit_state() = 0;
-  // Lines on the merge (layers, upload cost; the silence certificate; where the choice
-  // fields went), separated by '\n', for progress output.
-  virtual std::string describe() const = 0;
-  // Channels the circuit leaves for the mute direction: compile with
-  // weights::Target::mute_width set to this (the mute channel and this many - 1 free ones).
-  virtual int mute_width() const { return 1; }
+  virtual ~MachineCircuit();
+  virtual const weights::CompiledCircuit& compiled() const = 0;
+  // Record rows: in the merged model record r is token id (the base's vocabulary) + r; on the
+  // circuit alone it is first_id() + r, the machine's own numbering.
+  virtual std::int64_t records() const = 0;
+  virtual std::int64_t first_id() const = 0;
+  // Record r's embedding: the compiled layers' shapes().hidden_size values, exact in fp32 and 0 on
+  // the mute channels. An error for a row the circuit cannot take (one the protocol never feeds).
+  virtual Expected<std::vector<float>> embedding(std::int64_t record) const = 0;
+  // The record rows' unembedding, sparse rows over the hidden channels, values exact in fp32: the
+  // circuit alone scores record r as row r times its last residual over weights::kResidualUnit;
+  // merged, the host places these rows after the base's head.
+  virtual const weights::SparseMatrix& unembedding() const = 0;
+  // One line on the circuit (layers, neurons, key heads, channels; build and compile time).
+  virtual std::string summary() const = 0;
+  virtual std::vector<std::pair<std::string, double>> timings() const = 0;         // seconds: build_s, compile_s
+  virtual std::vector<std::pair<std::string, std::int64_t>> stats() const = 0;     // circuit_layers, ...
 };
 
-// How far a launch generated by the model has got (ModelRunOptions::on_step).
-struct LaunchProgress {
-  std::int64_t generated_tokens = 0;
-  std::int64_t records = 0;                                           // complete generated records
-  std::vector<std::pair<std::string, std::int64_t>> records_by_kind;  // e.g. {"EXEC", 12}, {"WREG", 30}
-  std::int64_t warp_instructions = 0;  // instructions the generated EXECs ran (per warp, not per lane)
-  double seconds = 0;                  // generating so far
-  double min_margin = 0;               // the smallest margin so far
-  bool done = false;                   // the last call: HALT was generated
+// Which compiled circuit Machine::circuit and describe_circuit give.
+struct CircuitRequest {
+  Engine engine = Engine::kModel;  // kCircuit: the layers alone; kModel: as merged in front of a base
+  LayerShapes shapes;              // hidden_size 0: the machine's own default shapes
+  int mute_width = 0;              // kModel: channels reserved for the mute direction
 };
 
-// A launch generated by the model (`run --engine circuit|model`, docs/MACHINE_CIRCUIT.md §7).
-struct ModelRunOptions {
-  std::string engine = "circuit";  // "circuit": the machine's compiled layers alone on the reference layer math;
-                                   // "model": merged into the base model
-  std::string dtype = "f32";       // "f32" or "bf16": the layer math's dtype
-  bool check = false;  // compare every generated token with the interpreter's expected stream, then the arrays
-  bool trace = false;  // call on_record for every generated record as it completes
-  std::uint64_t max_tokens = 100'000;  // generated tokens before the run is stopped with an error
-  // Optional sinks (called on the caller's thread, during run_model): a generated record's
-  // text (with trace), and progress lines (building, compiling, feeding the prompt).
-  std::function<void(std::string_view)> on_record;
-  std::function<void(std::string_view)> on_progress;
-  // While generating: how far the launch has got, at most every `step_interval_s` seconds and
-  // once at HALT.
-  std::function<void(const LaunchProgress&)> on_step;
-  double step_interval_s = 0.5;
-  // Set (from another thread or a signal handler) to stop a launch: the run returns an error
-  // saying how far it got, never arrays.
-  const std::atomic<bool>* cancel = nullptr;
-  // Engine "model": the merged model to run on (set by the host; not owned).
-  ModelHost* model = nullptr;
+// One prompt record of a launch (LaunchCodec::prompt): its text and its record rows.
+struct PromptRecord {
+  std::string text;
+  std::vector<std::int64_t> rows;
 };
 
-// Where one word of an array lives in the circuit's recurrent state after HALT (ModelRunResult::
-// readout), so that another runtime holding the same layers (a checkpoint written by `qgpu-host
-// build`, run by transformers) can read the result from its own state: bit b of the word is 1 when
+// What one generated record row did (LaunchCodec::accept).
+struct GeneratedToken {
+  bool complete = false;  // it completed a record
+  bool halt = false;      // ... the launch's last (nothing is fed after it)
+  std::string record;     // the completed record's text
+  int kind = -1;          // the completed record's kind, as the machine numbers its kinds
+  std::string kind_name;  // e.g. "EXEC"
+  std::int64_t warp_instructions = 0;  // instructions the completed record runs (per warp)
+};
+
+// The interpreter's run of a launch, as the model must generate it (LaunchCodec::expected).
+struct ExpectedLaunch {
+  std::vector<std::int64_t> rows;  // record rows, ending with HALT
+  std::vector<LaunchArg> arrays;   // final arrays, parameter order
+};
+
+// Where one word of an array lives in the circuit's recurrent state after HALT, so that another
+// runtime holding the same layers (a checkpoint written by `qgpu-host build`, run by
+// transformers) can read the result from its own state: bit b of the word is 1 when
 // state[layer][first_head + b / bits_per_head][row][2 * (b % bits_per_head)] is nonzero (the state of
 // a linear-attention layer as [value heads, key dim, value dim]; layer counts the circuit's layers,
 // which come first in the merged model).
@@ -171,28 +158,26 @@ struct WordLocation {
   std::int32_t row = 0;
 };
 
-struct ModelRunResult {
-  std::vector<LaunchArg> arrays;               // read from the model's state after HALT, in parameter order
-  // For each array argument (parameter order, as `arrays`), where each element lives in the state.
-  std::vector<std::vector<WordLocation>> readout;
-  std::vector<std::string> generated_records;  // one line per generated record (its text)
-  // The launch's token ids, fed and generated: in the merged model's numbering for engine
-  // "model" (what ModelHost::forward took), else the machine's own.
-  std::vector<std::int64_t> prompt_ids, generated_ids;
-  std::int64_t prompt_tokens = 0;
-  std::int64_t generated_tokens = 0;  // HALT included
-  double min_margin = 0;              // smallest winner − runner-up logit over the generated tokens
-  bool checked = false;               // options.check: every token and the arrays equal the interpreter's
-  std::string check;                  // the check's summary line (records / tokens compared)
-  std::vector<std::pair<std::string, double>> timings;  // seconds, e.g. {"generate_s", 0.3}
-  std::vector<std::pair<std::string, std::int64_t>> stats;
-};
-
-// Which compiled circuit `qgpu-host circuit` describes (Machine::describe_circuit).
-struct CircuitRequest {
-  std::string engine = "model";  // "circuit": the layers alone; "model": as merged in front of a base
-  LayerShapes shapes;            // hidden_size 0: the machine's own default shapes
-  int mute_width = 0;            // "model": channels reserved for the mute direction (ModelHost::mute_width)
+// One launch in the machine's token protocol, for one compiled circuit (Machine::encode_launch):
+// the host feeds prompt(), chooses every next record row itself from the model's logits, hands
+// each to accept() until HALT, then reads the arrays out of the circuit layers' state.
+class QGPU_SDK_API LaunchCodec {
+ public:
+  virtual ~LaunchCodec();
+  virtual const std::vector<PromptRecord>& prompt() const = 0;
+  // The next generated record row: an error when the machine never generates it or it does not fit
+  // the record being assembled (the error says why, naming the record).
+  virtual Expected<GeneratedToken> accept(std::int64_t record) = 0;
+  // The stream and arrays the interpreter gives for this launch (--check).
+  virtual Expected<ExpectedLaunch> expected() = 0;
+  // Where `generated` first differs from `expected` (both record rows), as one line naming the
+  // token and the record; `got`, when not empty, describes the generated token instead.
+  virtual std::string mismatch(std::span<const std::int64_t> expected, std::span<const std::int64_t> generated,
+                               std::string_view got) const = 0;
+  // The array arguments as the circuit layers' state holds them, in parameter order.
+  virtual Expected<std::vector<LaunchArg>> read_arrays(const weights::StateView& state) const = 0;
+  // For each array argument (parameter order), where each element lives in the state.
+  virtual Expected<std::vector<std::vector<WordLocation>>> readout() const = 0;
 };
 
 class QGPU_SDK_API Machine : public Plugin {
@@ -206,16 +191,14 @@ class QGPU_SDK_API Machine : public Plugin {
   // Runs a lowered program on the reference interpreter (the semantic oracle).
   virtual Expected<LaunchResult> interpret(const MachineProgram& program, const std::vector<LaunchArg>& args,
                                            const InterpretOptions& options) = 0;
-  // Runs a launch through the model: feeds the prompt, generates records until
-  // HALT and reads the arrays back from the recurrent state. A run cut short
-  // (step limit, a tie, a --check mismatch) is an error and returns no arrays.
-  // Default: not available.
-  virtual Expected<ModelRunResult> run_model(const MachineProgram& program, const std::vector<LaunchArg>& args,
-                                             const ModelRunOptions& options);
-  // Compiles the circuit for host.shapes() (options: dtype and progress sinks) and merges it
-  // into `host` with its record rows (ModelHost::merge), without running a launch: `qgpu-host
-  // build` then writes the merged model out. Default: not available.
-  virtual Status merge_circuit(ModelHost& host, const ModelRunOptions& options);
+  // The machine's circuit compiled for request (layers and record rows; compiled once per machine
+  // instance and request, ~30 s). Default: not available.
+  virtual Expected<std::shared_ptr<const MachineCircuit>> circuit(const CircuitRequest& request);
+  // A launch of `program` in the token protocol of `circuit` (one this machine gave): the errors
+  // name what the circuit cannot take (an option, a slot, a memory size). Default: not available.
+  virtual Expected<std::unique_ptr<LaunchCodec>> encode_launch(const MachineProgram& program,
+                                                               const std::vector<LaunchArg>& args,
+                                                               const MachineCircuit& circuit);
   // A readable name for each record token (token id ModelHost::text_rows() + i), one per
   // record row: what a tokenizer shows for it. Default: not available.
   virtual Expected<std::vector<std::string>> record_token_names();
