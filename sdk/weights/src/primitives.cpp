@@ -108,6 +108,12 @@ sdk::Status MlpBuilder::commit(const std::string& name, int overwrites) {
   return circuit_.add_mlp(name, std::move(op_), overwrites);
 }
 
+std::vector<Bit> spells(const Word& w, unsigned v) {
+  std::vector<Bit> m;
+  for (std::size_t i = 0; i < w.size(); ++i) m.push_back(((v >> i) & 1) ? w[i] : !w[i]);
+  return m;
+}
+
 sdk::Expected<Bit> threshold(Circuit& c, const std::string& owner, const std::string& name, std::vector<Term> terms,
                              double t) {
   auto w = new_word(c, owner, name, 1);

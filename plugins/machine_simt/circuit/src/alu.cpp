@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "qgpu/weights/numerics.h"
+#include "qgpu/weights/primitives.h"
 
 namespace qgpu::simt::circuit {
 namespace {
@@ -172,7 +173,7 @@ std::vector<Term> out(Bit b, double coef = 1) {
 // Conditions "the bits of w spell v" for a selector.
 std::vector<std::vector<Bit>> pattern(const Word& w, unsigned v) {
   std::vector<std::vector<Bit>> m;
-  for (std::size_t i = 0; i < w.size(); ++i) m.push_back({((v >> i) & 1) ? w[i] : !w[i]});
+  for (const Bit& b : weights::spells(w, v)) m.push_back({b});
   return m;
 }
 

@@ -59,12 +59,6 @@ class Mlp {
   sdk::Status st_;
 };
 
-// The bits of `w` that match the value v.
-std::vector<Bit> pattern(const Word& w, unsigned v) {
-  std::vector<Bit> m;
-  for (std::size_t i = 0; i < w.size(); ++i) m.push_back(((v >> i) & 1) ? w[i] : !w[i]);
-  return m;
-}
 Word padded(const Circuit& c, const Word& w, int width) {
   return concat(w, weights::constant_word(c, 0, width - static_cast<int>(w.size())));
 }
@@ -270,7 +264,7 @@ sdk::Status Builder::early() {
       add_value(t, in_.warp, -1);
       t.push_back(Term{!en, 8});
       op.step(t, 1 - v, gt_[v]);
-      std::vector<Bit> p = pattern(in_.warp, static_cast<unsigned>(v));
+      std::vector<Bit> p = weights::spells(in_.warp, static_cast<unsigned>(v));
       p.push_back(en);
       op.sel(p, eqw_[v]);
     }

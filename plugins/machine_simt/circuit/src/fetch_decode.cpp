@@ -16,19 +16,13 @@ using weights::slice;
 using weights::Term;
 using weights::Word;
 
-// Bits of `w` that match the value v (positive rail where v has a 1, negative where 0).
-std::vector<Bit> pattern(const Word& w, unsigned v) {
-  std::vector<Bit> m;
-  for (std::size_t i = 0; i < w.size(); ++i) m.push_back(((v >> i) & 1) ? w[i] : !w[i]);
-  return m;
-}
 
 // One-hot of a small binary field: bit k is 1 iff w == k (1 selector neuron per value).
 sdk::Expected<Word> one_hot(Circuit& c, const std::string& owner, const std::string& name, const Word& w, int values) {
   auto out = c.computed(owner, name, values);
   if (!out) return out.status();
   MlpBuilder mb(c);
-  for (int k = 0; k < values; ++k) mb.select(pattern(w, static_cast<unsigned>(k)), Affine{{}, 1}, {Term{(*out)[k], 1}});
+  for (int k = 0; k < values; ++k) mb.select(weights::spells(w, static_cast<unsigned>(k)), Affine{{}, 1}, {Term{(*out)[k], 1}});
   QGPU_RETURN_IF_ERROR(mb.commit(owner + "." + name));
   return out;
 }
@@ -97,7 +91,7 @@ sdk::Status dest_writes(Circuit& c, const std::string& owner, SlotFields& s, Mlp
   for (int k2 = 0; k2 < kOpCount; ++k2) {
     if (!writes_d(static_cast<Op>(k2))) continue;
     if (first < 0) first = k2;
-    mb.select(pattern(slice(s.lo, 0, kOpcodeBits), static_cast<unsigned>(k2)), one, {Term{(*wr)[0], 1}});
+    mb.select(weights::spells(slice(s.lo, 0, kOpcodeBits), static_cast<unsigned>(k2)), one, {Term{(*wr)[0], 1}});
   }
   s.dest = std::move(*dest);
   s.writes = (*wr)[0];
@@ -271,7 +265,7 @@ sdk::Expected<TermEarly> fetch_term_early(Circuit& c, FetchDecode& fd, int k) {
   c.push_enable(fd.exec_is[0]);
   MlpBuilder mb(c);
   for (int i = 0; i < 4; ++i)
-    mb.select(pattern(slice(lo, 0, kOpcodeBits), static_cast<unsigned>(ops[i])), one, {Term{(*op)[i], 1}});
+    mb.select(weights::spells(slice(lo, 0, kOpcodeBits), static_cast<unsigned>(ops[i])), one, {Term{(*op)[i], 1}});
   for (int i = 0; i < kTargetBits; ++i) {
     mb.select({hi[i]}, one, {Term{(*tg)[i], 1}});
     mb.select({hi[16 + i]}, one, {Term{(*tg)[kTargetBits + i], 1}});

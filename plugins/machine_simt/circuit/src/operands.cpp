@@ -20,11 +20,6 @@ using weights::Word;
 const Affine kOne{{}, 1};
 constexpr int kWarpBits = 3;
 
-std::vector<Bit> pattern(const Word& w, unsigned v) {
-  std::vector<Bit> m;
-  for (std::size_t i = 0; i < w.size(); ++i) m.push_back(((v >> i) & 1) ? w[i] : !w[i]);
-  return m;
-}
 
 std::vector<Bit> join(std::vector<Bit> a, const std::vector<Bit>& b) {
   a.insert(a.end(), b.begin(), b.end());
@@ -196,7 +191,7 @@ sdk::Expected<Word> build_lane(Circuit& c, const OperandsIn& in, const OperandPl
     for (const auto& [sp, w] : words) {
       const Bit v = (*w)[i];
       if (v == c.zero()) continue;  // a constant 0 bit (control's words are padded) costs nothing
-      std::vector<Bit> m = join(spc_kind, pattern(f, static_cast<unsigned>(sp)));
+      std::vector<Bit> m = join(spc_kind, weights::spells(f, static_cast<unsigned>(sp)));
       if (v != c.one()) m.push_back(v);
       mb.select(m, kOne, {Term{o, 1}});
     }

@@ -21,11 +21,6 @@ constexpr int kWarpBits = 3;
 constexpr int kRows = kProtoWarps * 16;  // (warp, register)
 const Affine kOne{{}, 1};
 
-std::vector<Bit> pattern(const Word& w, unsigned v) {
-  std::vector<Bit> m;
-  for (std::size_t i = 0; i < w.size(); ++i) m.push_back(((v >> i) & 1) ? w[i] : !w[i]);
-  return m;
-}
 
 // The raw 2-bit kind field of operand a or b (ISA.md encoding): reading it from the
 // fetched row rather than decode's one-hot keeps every selector one layer earlier.
@@ -104,7 +99,7 @@ sdk::Expected<RegisterFile> build_register_file(Circuit& c, const FetchDecode& f
         mb.select({k[0], !k[1], s.imm[i]}, kOne, {Term{out, 1}});  // kind 1: immediate
         // %tid and %laneid (= tid, as a thread block has at most 32 threads): warp·4 + lane.
         for (Special sp : {Special::kTid, Special::kLaneId}) {
-          std::vector<Bit> m = pattern(field, static_cast<unsigned>(sp));
+          std::vector<Bit> m = weights::spells(field, static_cast<unsigned>(sp));
           m.push_back(!k[0]);  // kind 2: special
           m.push_back(k[1]);
           if (i < 2 && ((l >> i) & 1)) mb.select(m, kOne, {Term{out, 1}});

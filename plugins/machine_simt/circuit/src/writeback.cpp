@@ -1,3 +1,7 @@
+// The write-back unit (writeback.h): the WREG plan, the WMEM plan and the successor that sequences
+// their records. Kept in one file over 700 lines: the three share the slot order, the lane classes,
+// the DATA-chunk tables and the equality steps below, are assembled together by build_machine and
+// tested together (circuit_writeback_test).
 #include "writeback.h"
 
 #include <algorithm>
@@ -273,12 +277,6 @@ sdk::Status diff_is(MlpBuilder& mb, const Word& x, const Word& y, int k, Bit eq)
   return mb.step(d, k + 1, {Term{eq, -1}});
 }
 
-std::vector<Bit> equals_const(const Word& w, std::uint32_t v) {
-  std::vector<Bit> m;
-  for (std::size_t j = 0; j < w.size(); ++j) m.push_back(((v >> j) & 1) ? w[j] : !w[j]);
-  return m;
-}
-
 std::vector<Bit> operator+(std::vector<Bit> a, const std::vector<Bit>& b) {
   a.insert(a.end(), b.begin(), b.end());
   return a;
@@ -513,7 +511,7 @@ sdk::Expected<WmemPlan> build_wmem_plan(Circuit& c, const MemWriteIn& in) {
       plan.rec_word[r] = *w;
       for (int j = 0; j < 4; ++j) {
         const auto m =
-            std::vector<Bit>{plan.rec_valid[r]} + equals_const(plan.rec_start[r], static_cast<std::uint32_t>(j));
+            std::vector<Bit>{plan.rec_valid[r]} + weights::spells(plan.rec_start[r], static_cast<std::uint32_t>(j));
         for (int b = 0; b < 9; ++b) mb.select(m, bit_of(pword[j][b]), out((*w)[b]));
         auto ml = m;
         if (r + 1 < kWmRecords) ml.push_back(!plan.rec_valid[r + 1]);
@@ -726,7 +724,7 @@ sdk::Expected<NextToken> build_successor(Circuit& c, const WregPlan& wreg, const
     const std::vector<Bit> at{in.is_wmem, wmem.rec_valid[r], (*msel)[2 * r], (*msel)[2 * r + 1]};
     for (int st = 0; st < 4; ++st)
       for (int q = 0; st + q < 4; ++q)
-        data_chunks(mb, at + equals_const(wmem.rec_start[r], static_cast<std::uint32_t>(st)), *msrc, q,
+        data_chunks(mb, at + weights::spells(wmem.rec_start[r], static_cast<std::uint32_t>(st)), *msrc, q,
                     window ? (*window)[st + q] : wmem.pos_value[st + q], t.data_value);
     if (r + 1 < kWmRecords) wmem_header(at + std::vector<Bit>{!mmore, wmem.rec_valid[r + 1]}, r + 1);
   }

@@ -47,6 +47,10 @@ class MlpBuilder {
   MlpOp op_;
 };
 
+// The conditions "the bits of w spell v" for a selector (MlpBuilder::select): w[i] where bit i
+// of v is 1, !w[i] where it is 0.
+std::vector<Bit> spells(const Word& w, unsigned v);
+
 // [Σ terms ≥ t] into a new 1-bit field. 2 neurons.
 sdk::Expected<Bit> threshold(Circuit& c, const std::string& owner, const std::string& name, std::vector<Term> terms,
                              double t);
