@@ -1,4 +1,4 @@
-// libFuzzer harness: arbitrary text through the PTX lexer and parser (plugins/frontend_ptx/src/ptx_parser.cpp).
+// libFuzzer harness: arbitrary text through the PTX lexer and parser (plugins/frontend_ptx/src/ptx_lexer.cpp, ptx_parser.cpp).
 // Expected: a parsed module or a one-line "fuzz.ptx:LINE:COL: error: ..." — never a crash, UB, leak or hang.
 #include <cstddef>
 #include <cstdint>

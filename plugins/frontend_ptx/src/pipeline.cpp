@@ -1,6 +1,6 @@
 // compile_ptx: the frontend's PTX -> KernelIR pipeline, one stage per file:
 //
-//   1. PTX text -> ptx::Module                      ptx_parser.cpp (no MLIR)
+//   1. PTX text -> ptx::Module                      ptx_lexer.cpp, ptx_parser.cpp (no MLIR)
 //   2. ptx::Module -> MLIR (llvm + nvvm + cf)       ptx_to_mlir.cpp, ptx_instructions.cpp
 //   3. MLIR -> MLIR: the qgpu-ptx-cleanup pipeline  pass_pipeline.cpp, drop_trivial_block_args.cpp
 //   4. MLIR -> KernelIR, verified                   mlir_to_kernel_ir.cpp
