@@ -1,3 +1,6 @@
+// The weight compiler (compile.h): schedule, channel allocation and emission over one Circuit and
+// Target. Slightly over 700 lines: the three passes share the allocation helpers and the schedule's
+// checks, and compile() is the only caller of each.
 #include "qgpu/weights/compile.h"
 
 #include <algorithm>

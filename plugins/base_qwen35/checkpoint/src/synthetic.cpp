@@ -1,4 +1,6 @@
-// Synthetic checkpoint writer.
+// Synthetic checkpoint writer (synthetic.h): every tensor's values from a seed, the embedding's
+// shapes (isotropic, anisotropic, one negative channel) and the stress base's plan. Over 700 lines
+// because they are one writer: the stress plan decides values the tensor loop writes.
 #include "qgpu/qwen35/synthetic.h"
 
 #include <algorithm>
