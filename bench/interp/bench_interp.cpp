@@ -1,16 +1,18 @@
 // Interpreter speed on a loop-heavy kernel: warp-instructions per second.
 //
-//   qgpu_bench_interp [trip_count] [repeats]
+//   qgpu_bench_interp [trip_count] [repeats] [config]
 //
 // Kernel (as clang -O2 shapes it, built directly as KernelIR):
 //   s = 0; for (j = 0; j < count; ++j) s += (j * tid) ^ (s >> 3); out[gid] = s;
-// launched as 3 blocks of 32 threads (96 output words fit the default 126).
+// launched as 3 blocks of 32 threads (96 output words fit the default 126), on the machine plugin
+// the config selects (default configs/simt_qwen2b.yaml), loaded as qgpu-host loads it.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 
-#include "interp.h"
-#include "lower.h"
+#include "qgpu/core/host.h"
+#include "qgpu/sdk/sdk.h"
 
 using namespace qgpu;
 using sdk::IrType;
@@ -95,8 +97,21 @@ sdk::KernelIR loop_kernel() {
 int main(int argc, char** argv) {
   const int count = argc > 1 ? std::atoi(argv[1]) : 2000;
   const int repeats = argc > 2 ? std::atoi(argv[2]) : 5;
-  const simt::MachineConfig config;
-  auto program = simt::lower_kernel(loop_kernel(), {3, 32}, config);
+  core::HostOptions host_options;
+  host_options.config_file = argc > 3 ? argv[3] : QGPU_CONFIG;
+  std::error_code ec;
+  host_options.executable = std::filesystem::read_symlink("/proc/self/exe", ec);
+  auto host = core::Host::open(host_options);
+  if (!host) {
+    std::fprintf(stderr, "qgpu_bench_interp: %s\n", host.error().to_string().c_str());
+    return 1;
+  }
+  auto machine = (*host)->instantiate<sdk::Machine>();
+  if (!machine) {
+    std::fprintf(stderr, "qgpu_bench_interp: %s\n", machine.error().to_string().c_str());
+    return 1;
+  }
+  auto program = (*machine)->lower(loop_kernel(), {3, 32});
   if (!program) {
     std::fprintf(stderr, "qgpu_bench_interp: %s\n", program.status().to_string().c_str());
     return 1;
@@ -113,7 +128,7 @@ int main(int argc, char** argv) {
   std::int64_t warp_instructions = 0, blocks = 0;
   for (int r = 0; r < repeats; ++r) {
     const auto start = std::chrono::steady_clock::now();
-    auto result = simt::interpret_program(**program, args, options);
+    auto result = (*machine)->interpret(**program, args, options);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (!result) {
       std::fprintf(stderr, "qgpu_bench_interp: %s\n", result.status().to_string().c_str());
@@ -125,8 +140,7 @@ int main(int argc, char** argv) {
     }
     best = std::min(best, s);
   }
-  std::printf("kernel bench_loop: 3 x 32 threads, %d iterations each, %zu ROM blocks\n", count,
-              (*program)->blocks.size());
+  std::printf("kernel bench_loop: 3 x 32 threads, %d iterations each\n", count);
   std::printf("block executions %lld, warp instructions %lld, best of %d: %.3f ms\n", static_cast<long long>(blocks),
               static_cast<long long>(warp_instructions), repeats, best * 1e3);
   std::printf("%.2f M warp-instructions/s, %.2f M block executions/s\n", warp_instructions / best / 1e6,

@@ -10,8 +10,8 @@
 // The circuit tokens are ROM records of BLOCKS blocks of random rows (two
 // records of 3 tokens per ROM row) followed by one EXEC record per block.
 //
-// This tool links the machine's circuit library directly (a measurement tool,
-// not part of qgpu-host) until the machine interface hands out its circuit.
+// A tool of this machine (it builds a part of the machine's circuit), kept beside it; core's merge
+// library does the rest. The whole machine's silence is measured by `qgpu-host run --silence`.
 #include <CLI/CLI.hpp>
 #include <boost/dll/runtime_symbol_info.hpp>
 #include <chrono>
