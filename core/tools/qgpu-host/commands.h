@@ -6,18 +6,21 @@
 #include <vector>
 
 #include "qgpu/core/host.h"
+#include "qgpu/core/report.h"
 #include "qgpu/core/sampling.h"
 
 namespace qgpu::host {
 
-// Exit codes: 0 success, 1 a failure while working, 2 bad usage or input.
+// Exit codes: 0 success, 1 a failure while working, 2 bad usage or input, 130 interrupted.
 inline constexpr int kExitOk = 0;
-inline constexpr int kExitFailure = 1;
-inline constexpr int kExitUsage = 2;
-inline constexpr int kExitInterrupted = 130;  // Ctrl-C (128 + SIGINT), as shells report it
+using core::kExitFailure;
+using core::kExitInterrupted;
+using core::kExitUsage;
 
-// Prints an error as one line on stderr and returns the matching exit code.
-int report(const sdk::Status& status);
+// Prints an error as one line on stderr ("qgpu-host: error: ...") and returns the matching exit code.
+inline int report(const sdk::Status& status) {
+  return core::report_error("qgpu-host", status);
+}
 
 struct InfoOptions {
   bool json = false;

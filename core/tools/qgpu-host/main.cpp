@@ -13,21 +13,6 @@
 
 namespace qgpu::host {
 
-int report(const sdk::Status& status) {
-  std::string line = status.to_string();
-  if (status.location().empty()) line = "qgpu-host: " + line;
-  std::fprintf(stderr, "%s\n", core::one_line(line).c_str());
-  switch (status.code()) {
-    case sdk::ErrorCode::kInvalidArgument:
-    case sdk::ErrorCode::kNotFound:
-    case sdk::ErrorCode::kParseError:
-    case sdk::ErrorCode::kUnsupported:
-    case sdk::ErrorCode::kLimitExceeded: return kExitUsage;
-    case sdk::ErrorCode::kCancelled: return kExitInterrupted;
-    default: return kExitFailure;
-  }
-}
-
 namespace {
 
 std::string version_line() {

@@ -27,6 +27,7 @@
 #include "qgpu/core/host.h"
 #include "qgpu/core/log.h"
 #include "qgpu/core/merged_model.h"
+#include "qgpu/core/report.h"
 #include "qgpu/core/silence_json.h"
 #include "qgpu/core/text.h"
 #include "qgpu/weights/compile.h"
@@ -35,20 +36,12 @@
 namespace qgpu::silence {
 namespace {
 
-constexpr int kExitOk = 0, kExitFailure = 1, kExitUsage = 2;
+constexpr int kExitOk = 0;
+using core::kExitFailure;
+using core::kExitUsage;
 
 int report(const sdk::Status& status) {
-  std::string line = status.to_string();
-  if (status.location().empty()) line = "qgpu-silence: " + line;
-  std::fprintf(stderr, "%s\n", core::one_line(line).c_str());
-  switch (status.code()) {
-    case sdk::ErrorCode::kInvalidArgument:
-    case sdk::ErrorCode::kNotFound:
-    case sdk::ErrorCode::kParseError:
-    case sdk::ErrorCode::kUnsupported:
-    case sdk::ErrorCode::kLimitExceeded: return kExitUsage;
-    default: return kExitFailure;
-  }
+  return core::report_error("qgpu-silence", status);
 }
 
 struct Options {
