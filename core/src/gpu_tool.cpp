@@ -204,7 +204,7 @@ sdk::Expected<GpuToolCall> GpuTool::call(const sdk::ToolCall& call, GpuToolMode 
   auto out = call.name == kGpuEvalTool ? evaluate(call) : run_kernel(call);
   if (out) {
     out->tool = call.name;
-    out->engine = launcher_.options().engine;
+    out->engine = launch_engine_name(launcher_.options().engine);
     out->seconds = std::chrono::duration<double>(Clock::now() - started).count();
   }
   return out;

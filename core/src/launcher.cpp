@@ -38,6 +38,22 @@ sdk::Status require_capability(const sdk::Plugin& plugin, const std::string& plu
 
 }  // namespace
 
+const char* launch_engine_name(LaunchEngine engine) {
+  switch (engine) {
+    case LaunchEngine::kInterp: return "interp";
+    case LaunchEngine::kCircuit: return "circuit";
+    case LaunchEngine::kModel: return "model";
+    case LaunchEngine::kBoth: return "both";
+  }
+  return "?";
+}
+
+sdk::Expected<LaunchEngine> parse_launch_engine(std::string_view name) {
+  for (LaunchEngine e : {LaunchEngine::kInterp, LaunchEngine::kCircuit, LaunchEngine::kModel, LaunchEngine::kBoth})
+    if (name == launch_engine_name(e)) return e;
+  return sdk::invalid_argument("engine '" + std::string(name) + "' is not one of interp, circuit, model, both");
+}
+
 sdk::Expected<const sdk::KernelIR*> choose_kernel(const sdk::KernelModule& module, const std::string& wanted,
                                                   const std::string& file) {
   std::vector<std::string> names;
@@ -62,10 +78,11 @@ sdk::Expected<std::unique_ptr<Launcher>> Launcher::open(const Host& host, Launch
   QGPU_ASSIGN_OR_RETURN(l->machine_, host.instantiate<sdk::Machine>());
   l->machine_name_ = host.select(QGPU_PLUGIN_MACHINE)->plugin->name;
   // The machine says which engines it has: the others are refused before anything compiles.
-  const std::string& engine = l->options_.engine;
+  const LaunchEngine engine = l->options_.engine;
   for (const auto& [needed, capability] :
        {std::pair{true, "lower"}, std::pair{l->uses_interpreter(), "interpret"},
-        std::pair{engine == "circuit" || engine == "both", "circuit"}, std::pair{engine == "model", "model"}}) {
+        std::pair{engine == LaunchEngine::kCircuit || engine == LaunchEngine::kBoth, "circuit"},
+        std::pair{engine == LaunchEngine::kModel, "model"}}) {
     if (needed) QGPU_RETURN_IF_ERROR(require_capability(*l->machine_, l->machine_name_, capability));
   }
   QGPU_ASSIGN_OR_RETURN(l->frontend_, host.instantiate<sdk::Frontend>());
@@ -88,7 +105,7 @@ sdk::Expected<sdk::Description> Launcher::describe_machine() const {
 }
 
 sdk::Expected<LoadedMerge*> Launcher::merge() {
-  if (options_.engine != "model") return static_cast<LoadedMerge*>(nullptr);
+  if (options_.engine != LaunchEngine::kModel) return static_cast<LoadedMerge*>(nullptr);
   if (!merge_) {
     QGPU_ASSIGN_OR_RETURN(
         merge_, load_merge(host_, {{"dtype", std::string(sdk::dtype_name(options_.model.dtype))}}, !options_.dense));

@@ -294,7 +294,7 @@ class Evaluator {
     report.file = c.file;
     report.kernel = c.kernel;
     report.shape = c.shape;
-    report.engine = launcher_.options().engine;
+    report.engine = launch_engine_name(launcher_.options().engine);
     report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (outcome->interpreted) {
       for (const auto& [key, value] : outcome->interp.stats)

@@ -150,7 +150,9 @@ int run_batch(const core::Host& host, const BatchOptions& options) {
                                         "circuit or model"));
 
   core::LauncherOptions launcher_options;
-  launcher_options.engine = options.engine;
+  auto engine = core::parse_launch_engine(options.engine);
+  if (!engine) return report(engine.error());
+  launcher_options.engine = *engine;
   if (options.max_steps > 0) launcher_options.interpret.max_steps = options.max_steps;
   auto dtype = core::layer_dtype(options.dtype);
   if (!dtype) return report(dtype.error());

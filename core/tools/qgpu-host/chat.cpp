@@ -83,7 +83,7 @@ sdk::Expected<ChatSession> open_session(const core::Host& host, const ChatOption
   ChatSession s;
   if (with_gpu) {
     core::LauncherOptions lo;
-    lo.engine = options.engine;
+    QGPU_ASSIGN_OR_RETURN(lo.engine, core::parse_launch_engine(options.engine));
     if (options.max_steps > 0) lo.interpret.max_steps = options.max_steps;
     QGPU_ASSIGN_OR_RETURN(lo.model.dtype, core::layer_dtype(options.dtype));
     lo.model.check = options.check && options.engine != "interp";

@@ -51,7 +51,9 @@ int run_eval(const core::Host& host, const EvalOptions& options) {
   if (!kernel_dir) return report(kernel_dir.error());
 
   core::LauncherOptions launcher_options;
-  launcher_options.engine = options.engine;
+  auto engine = core::parse_launch_engine(options.engine);
+  if (!engine) return report(engine.error());
+  launcher_options.engine = *engine;
   auto dtype = core::layer_dtype(options.dtype);
   if (!dtype) return report(dtype.error());
   launcher_options.model.dtype = *dtype;

@@ -70,7 +70,9 @@ int run_kernel(const core::Host& host, const RunOptions& options) {
   }
 
   core::LauncherOptions launcher_options;
-  launcher_options.engine = options.engine;
+  auto engine = core::parse_launch_engine(options.engine);
+  if (!engine) return report(engine.error());
+  launcher_options.engine = *engine;
   launcher_options.dense = options.dense;
   launcher_options.interpret.trace = options.trace;
   launcher_options.interpret.records = options.records;

@@ -3,8 +3,10 @@
 // circuit, or on the circuit merged in front of the base model (engine "model").
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "qgpu/core/host.h"
@@ -14,8 +16,14 @@
 
 namespace qgpu::core {
 
+// Where a launcher's launches run: the interpreter, the machine's circuit alone, the circuit merged in
+// front of the base (sdk::Engine), or both the interpreter and the circuit with their arrays compared.
+enum class LaunchEngine : std::uint8_t { kInterp, kCircuit, kModel, kBoth };
+const char* launch_engine_name(LaunchEngine engine);  // "interp", "circuit", "model", "both"
+sdk::Expected<LaunchEngine> parse_launch_engine(std::string_view name);
+
 struct LauncherOptions {
-  std::string engine = "interp";    // interp, circuit, model, or both (interp and circuit, arrays compared)
+  LaunchEngine engine = LaunchEngine::kInterp;
   bool dense = false;               // engine model: circuit layers dense on the backend
   sdk::InterpretOptions interpret;  // trace, records, max_steps of the interpreter
   // dtype, check, trace, max_tokens and the sinks of the model engines.
@@ -38,8 +46,10 @@ class Launcher {
   static sdk::Expected<std::unique_ptr<Launcher>> open(const Host& host, LauncherOptions options);
 
   const LauncherOptions& options() const { return options_; }
-  bool uses_interpreter() const { return options_.engine == "interp" || options_.engine == "both"; }
-  bool uses_model() const { return options_.engine != "interp"; }
+  bool uses_interpreter() const {
+    return options_.engine == LaunchEngine::kInterp || options_.engine == LaunchEngine::kBoth;
+  }
+  bool uses_model() const { return options_.engine != LaunchEngine::kInterp; }
 
   sdk::Expected<sdk::KernelModule> compile(const std::string& file);
   sdk::Expected<std::unique_ptr<sdk::MachineProgram>> lower(const sdk::KernelIR& kernel, sdk::LaunchShape shape);
