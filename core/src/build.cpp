@@ -1,7 +1,5 @@
 #include "qgpu/core/build.h"
 
-#include "qgpu/core/launch_session.h"
-
 #include <bit>
 #include <chrono>
 #include <cstdio>

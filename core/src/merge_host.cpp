@@ -106,8 +106,8 @@ std::string MergeHost::describe() const {
                 "profile %.1f s",
                 static_cast<long long>(c.circuit_layers), sparse_ ? "sparse, on the host" : "dense, on the backend",
                 static_cast<long long>(info_.num_layers), static_cast<long long>(c.records),
-                static_cast<double>(c.uploaded_bytes) / (1 << 30), std::string(sdk::dtype_name(dtype())).c_str(), c.search_seconds,
-                c.profile_seconds);
+                static_cast<double>(c.uploaded_bytes) / (1 << 30), std::string(sdk::dtype_name(dtype())).c_str(),
+                c.search_seconds, c.profile_seconds);
   return std::string(line) + "\nsilence: " + merged_->silence().to_string() +
          "\nchoice: " + merged_->placement().to_string();
 }

@@ -129,8 +129,8 @@ class SimtMachine final : public sdk::Machine {
   }
 
  private:
-  // Each circuit is built once per machine (~30 s) and kept: a launch, `circuit` and `build`
-  // asking for the same engine and shapes share it.
+  // Each circuit is built once per machine instance (~30 s) and kept: the launches of one run, batch
+  // or chat, and describe_circuit, asking for the same engine and shapes get the same one.
   sdk::Expected<std::shared_ptr<const SimtCircuit>> compiled(sdk::CircuitRequest request) {
     if (request.engine == sdk::Engine::kCircuit) request = {sdk::Engine::kCircuit, {}, 0};  // its own shapes
     std::lock_guard<std::mutex> lock(mutex_);
