@@ -16,17 +16,35 @@ bool exact_in(DType dtype, double x) {
   return dtype == DType::kF32 || round_bf16(f) == f;
 }
 
+// Where a circuit's switches sit, exp needs no computing: for x >= 32, exp(-x) < 2^-46 and
+// 1 + exp(-x) rounds to 1; for finite x <= -104, exp(-x) overflows to inf (exp(88.73) is the
+// largest float). Either way the formulas below give the same bits as with exp computed.
+namespace {
+bool far_above(float x) {
+  return x >= 32.0f;
+}
+bool far_below(float x) {
+  return x <= -104.0f && x >= -std::numeric_limits<float>::max();
+}
+}  // namespace
+
 float silu(float x) {
+  if (far_above(x)) return x;       // x / 1
+  if (far_below(x)) return -0.0f;  // x / inf
   return x / (1.0f + std::exp(-x));
 }
 
 float silu_bf16(float x) {
+  if (far_above(x)) return round_bf16(x);
+  if (far_below(x)) return -0.0f;
   float e = round_bf16(std::exp(-x));
   float d = round_bf16(1.0f + e);
   return round_bf16(x / d);
 }
 
 float sigmoid(float x) {
+  if (far_above(x)) return 1.0f;
+  if (far_below(x)) return 0.0f;
   return 1.0f / (1.0f + std::exp(-x));
 }
 
