@@ -1,0 +1,215 @@
+#include "sliced.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+
+namespace qgpu::weights::reference {
+
+namespace {
+// A gathered step costs about this many broadcast steps (measured on AVX-512 CPUs: a 16-lane
+// gather is microcoded, a broadcast is one load).
+constexpr std::int64_t kGatherSteps = 4;
+}  // namespace
+
+SlicedMatrix slice(const SparseMatrix& m, DType dtype) {
+  SlicedMatrix s;
+  s.rows = m.rows;
+  s.cols = m.cols;
+  for (std::int64_t r = 0; r < m.rows; ++r)
+    if (m.row_ptr[r + 1] > m.row_ptr[r]) s.nonempty.push_back(static_cast<std::int32_t>(r));
+  const std::size_t count = s.nonempty.size();
+  s.row.assign((count + kSliceRows - 1) / kSliceRows * kSliceRows, -1);
+  std::copy(s.nonempty.begin(), s.nonempty.end(), s.row.begin());
+  auto weight = [&](std::int64_t p) { return round_to(dtype, static_cast<float>(m.val[static_cast<std::size_t>(p)])); };
+  for (std::size_t i = 0; i < count; i += kSliceRows) {
+    const std::size_t lanes = std::min<std::size_t>(kSliceRows, count - i);
+    std::int64_t width = 0;
+    bool ascending = true;
+    std::vector<std::int32_t> columns;
+    for (std::size_t lane = 0; lane < lanes; ++lane) {
+      const std::int32_t r = s.row[i + lane];
+      width = std::max(width, m.row_ptr[r + 1] - m.row_ptr[r]);
+      for (std::int64_t p = m.row_ptr[r]; p < m.row_ptr[r + 1]; ++p) {
+        columns.push_back(m.col[static_cast<std::size_t>(p)]);
+        if (p > m.row_ptr[r] && m.col[static_cast<std::size_t>(p)] <= m.col[static_cast<std::size_t>(p - 1)])
+          ascending = false;
+      }
+    }
+    std::sort(columns.begin(), columns.end());
+    columns.erase(std::unique(columns.begin(), columns.end()), columns.end());
+    SlicedMatrix::Slice& sl = s.slices.emplace_back();
+    sl.first = static_cast<std::int64_t>(s.column.size());
+    sl.lanes = static_cast<std::uint16_t>((1u << lanes) - 1u);
+    if (s.row[i + lanes - 1] - s.row[i] == static_cast<std::int32_t>(lanes) - 1) sl.first_row = s.row[i];
+    // By column only where every row is in column order (else only by lane keeps the row's order).
+    if (ascending && static_cast<std::int64_t>(columns.size()) <= kGatherSteps * width) {
+      sl.steps = static_cast<std::int64_t>(columns.size());
+      s.column.insert(s.column.end(), columns.begin(), columns.end());
+      s.mask.resize(s.column.size(), 0);
+      s.val.resize(s.column.size() * kSliceRows, 0.0f);
+      for (std::size_t lane = 0; lane < lanes; ++lane) {
+        const std::int32_t r = s.row[i + lane];
+        std::size_t t = 0;
+        for (std::int64_t p = m.row_ptr[r]; p < m.row_ptr[r + 1]; ++p) {
+          while (columns[t] != m.col[static_cast<std::size_t>(p)]) ++t;
+          const std::size_t step = static_cast<std::size_t>(sl.first) + t;
+          s.mask[step] = static_cast<std::uint16_t>(s.mask[step] | (1u << lane));
+          s.val[step * kSliceRows + lane] = weight(p);
+        }
+      }
+      continue;
+    }
+    sl.steps = width;
+    sl.lane_cols = static_cast<std::int64_t>(s.lane_col.size()) / kSliceRows;
+    s.column.resize(s.column.size() + static_cast<std::size_t>(width), -1);
+    s.mask.resize(s.column.size(), 0);
+    s.val.resize(s.column.size() * kSliceRows, 0.0f);
+    s.lane_col.resize(s.lane_col.size() + static_cast<std::size_t>(width) * kSliceRows,
+                      static_cast<std::int32_t>(m.cols));  // padding reads x[cols] = 0
+    for (std::size_t lane = 0; lane < lanes; ++lane) {
+      const std::int32_t r = s.row[i + lane];
+      std::int64_t k = 0;
+      for (std::int64_t p = m.row_ptr[r]; p < m.row_ptr[r + 1]; ++p, ++k) {
+        s.lane_col[static_cast<std::size_t>((sl.lane_cols + k) * kSliceRows) + lane] = m.col[static_cast<std::size_t>(p)];
+        s.val[static_cast<std::size_t>((sl.first + k) * kSliceRows) + lane] = weight(p);
+      }
+    }
+  }
+  if (std::all_of(s.val.begin(), s.val.end(), [](float v) { return round_bf16(v) == v; })) {
+    s.val_bf16.reserve(s.val.size());
+    for (float v : s.val) s.val_bf16.push_back(bf16_bits(v));
+    s.val = {};
+  }
+  return s;
+}
+
+void multiply_plain(const SlicedMatrix& m, const float* x, float* y, DType dtype) {
+  for (std::size_t i = 0; i < m.slices.size(); ++i) {
+    const SlicedMatrix::Slice& sl = m.slices[i];
+    float acc[kSliceRows] = {};
+    for (std::int64_t k = 0; k < sl.steps; ++k) {
+      const std::size_t step = static_cast<std::size_t>(sl.first + k);
+      const std::int64_t cell = static_cast<std::int64_t>(step) * kSliceRows;
+      if (sl.lane_cols < 0) {
+        const float xc = x[m.column[step]];
+        for (int lane = 0; lane < kSliceRows; ++lane)
+          if (m.mask[step] >> lane & 1u) acc[lane] += m.weight(cell + lane) * xc;
+      } else {
+        const std::int32_t* col = &m.lane_col[static_cast<std::size_t>((sl.lane_cols + k) * kSliceRows)];
+        for (int lane = 0; lane < kSliceRows; ++lane) acc[lane] += m.weight(cell + lane) * x[col[lane]];
+      }
+    }
+    const std::int32_t* row = &m.row[i * kSliceRows];
+    for (int lane = 0; lane < kSliceRows; ++lane)
+      if (row[lane] >= 0) y[row[lane]] = round_to(dtype, acc[lane]);
+  }
+}
+
+namespace {
+
+// Step `step`'s 16 weights.
+template <bool kBf16>
+__attribute__((target("avx512f"))) inline __m512 weights(const SlicedMatrix& m, std::int64_t step) {
+  if constexpr (kBf16) {
+    const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(m.val_bf16.data() + step * kSliceRows));
+    return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xFFFF, _mm512_cvtepu16_epi32(bits), 16));
+  } else {
+    return _mm512_loadu_ps(m.val.data() + step * kSliceRows);
+  }
+}
+
+// Steps [from, to) of a slice by column: each adds w·x[c] in the lanes whose row has column c.
+template <bool kBf16>
+__attribute__((target("avx512f"))) inline void add_by_column(const SlicedMatrix& m, const SlicedMatrix::Slice& sl,
+                                                              std::int64_t from, std::int64_t to, const float* x,
+                                                              __m512& acc) {
+  for (std::int64_t k = sl.first + from; k < sl.first + to; ++k)
+    acc = _mm512_mask_add_ps(acc, static_cast<__mmask16>(m.mask[static_cast<std::size_t>(k)]), acc,
+                             _mm512_mul_ps(weights<kBf16>(m, k), _mm512_set1_ps(x[m.column[static_cast<std::size_t>(k)]])));
+}
+
+// Rounds a slice's sums to the dtype and writes them to their rows.
+__attribute__((target("avx512f"))) inline void store(const SlicedMatrix& m, std::size_t i, __m512 acc, float* y,
+                                                      DType dtype) {
+  if (dtype == DType::kBF16) {
+    // round_bf16 on 16 lanes: nearest, ties to even; a NaN stays a quiet NaN. (The masked shift with
+    // every lane on is the plain one, without GCC 12's maybe-uninitialized warning on the unmasked form.)
+    const __m512i u = _mm512_castps_si512(acc);
+    const __m512i odd = _mm512_and_si512(_mm512_maskz_srli_epi32(0xFFFF, u, 16), _mm512_set1_epi32(1));
+    const __m512i high = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
+    __m512i r = _mm512_and_si512(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)), odd), high);
+    const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF)),
+                                                  _mm512_set1_epi32(0x7F800000));
+    r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(_mm512_and_si512(u, high), _mm512_set1_epi32(0x400000)));
+    acc = _mm512_castsi512_ps(r);
+  }
+  const SlicedMatrix::Slice& sl = m.slices[i];
+  if (sl.first_row >= 0) {
+    _mm512_mask_storeu_ps(y + sl.first_row, static_cast<__mmask16>(sl.lanes), acc);
+    return;
+  }
+  alignas(64) float sums[kSliceRows];
+  _mm512_store_ps(sums, acc);
+  const std::int32_t* row = m.row.data() + i * kSliceRows;
+  for (int lane = 0; lane < kSliceRows; ++lane)
+    if (row[lane] >= 0) y[row[lane]] = sums[lane];
+}
+
+template <bool kBf16>
+__attribute__((target("avx512f"))) void multiply_avx512(const SlicedMatrix& m, const float* x, float* y,
+                                                         DType dtype) {
+  const std::size_t n = m.slices.size();
+  for (std::size_t i = 0; i < n; ++i) {
+    const SlicedMatrix::Slice& sl = m.slices[i];
+    __m512 acc = _mm512_setzero_ps();
+    if (sl.lane_cols < 0) {
+      // Two slices by column side by side: each lane's sum is a chain of adds, two chains overlap.
+      if (i + 1 < n && m.slices[i + 1].lane_cols < 0) {
+        const SlicedMatrix::Slice& next = m.slices[i + 1];
+        __m512 acc2 = _mm512_setzero_ps();
+        const std::int64_t both = std::min(sl.steps, next.steps);
+        for (std::int64_t k = 0; k < both; ++k) {
+          const std::size_t a = static_cast<std::size_t>(sl.first + k), b = static_cast<std::size_t>(next.first + k);
+          acc = _mm512_mask_add_ps(acc, static_cast<__mmask16>(m.mask[a]), acc,
+                                   _mm512_mul_ps(weights<kBf16>(m, sl.first + k), _mm512_set1_ps(x[m.column[a]])));
+          acc2 = _mm512_mask_add_ps(acc2, static_cast<__mmask16>(m.mask[b]), acc2,
+                                    _mm512_mul_ps(weights<kBf16>(m, next.first + k), _mm512_set1_ps(x[m.column[b]])));
+        }
+        add_by_column<kBf16>(m, sl, both, sl.steps, x, acc);
+        add_by_column<kBf16>(m, next, both, next.steps, x, acc2);
+        store(m, i, acc, y, dtype);
+        store(m, ++i, acc2, y, dtype);
+        continue;
+      }
+      add_by_column<kBf16>(m, sl, 0, sl.steps, x, acc);
+    } else {
+      // (The masked gather with every lane on is the plain one, without GCC 12's warning.)
+      const std::int32_t* col = m.lane_col.data() + sl.lane_cols * kSliceRows;
+      for (std::int64_t k = 0; k < sl.steps; ++k) {
+        const __m512i idx = _mm512_loadu_si512(col + k * kSliceRows);
+        const __m512 xs = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), 0xFFFF, idx, x, 4);
+        acc = _mm512_add_ps(acc, _mm512_mul_ps(weights<kBf16>(m, sl.first + k), xs));
+      }
+    }
+    store(m, i, acc, y, dtype);
+  }
+}
+
+bool has_avx512() {
+  static const bool yes = __builtin_cpu_supports("avx512f");
+  return yes;
+}
+
+}  // namespace
+
+void multiply(const SlicedMatrix& m, const float* x, float* y, DType dtype) {
+  if (has_avx512() && !m.val_bf16.empty())
+    multiply_avx512<true>(m, x, y, dtype);
+  else if (has_avx512())
+    multiply_avx512<false>(m, x, y, dtype);
+  else
+    multiply_plain(m, x, y, dtype);
+}
+
+}  // namespace qgpu::weights::reference

@@ -1,0 +1,61 @@
+// A sparse matrix laid out for a one-token product y = W·x that keeps every
+// row's own order of operations. Rows with nonzeros are taken 16 at a time
+// (a slice, one row per AVX-512 lane, in row order), and each slice is stored
+// in the cheaper of two forms:
+//  - by column: the slice's columns in ascending order, each with its 16
+//    weights and a mask of the lanes whose row has it. A step broadcasts one
+//    x[c] and adds w·x[c] in the masked lanes only. Rows of a circuit's unit
+//    read the same few channels, so a slice has few columns.
+//  - by lane: step k holds every row's k-th nonzero (a gather of 16 x values);
+//    shorter rows are padded with a zero weight on column `cols`, where x
+//    holds an exact 0.
+// Each output is acc = fl(acc + fl(w·x)) over its row's nonzeros in column
+// order, then one rounding to the dtype: exactly what a loop over the
+// compressed row computes, for any values (a padded term adds fl(0·0) = +0,
+// which leaves acc unchanged, and acc never holds -0). Multiplies and adds stay
+// separate: the file is built without contraction into FMA.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "qgpu/weights/model.h"
+#include "qgpu/weights/numerics.h"
+
+namespace qgpu::weights::reference {
+
+inline constexpr int kSliceRows = 16;
+
+struct SlicedMatrix {
+  struct Slice {
+    std::int64_t first = 0;      // its first step (an index into column, mask and val / 16)
+    std::int64_t steps = 0;
+    std::int64_t lane_cols = -1; // by lane: its first step's offset into lane_col / 16; by column: -1
+    std::int32_t first_row = -1; // where its rows are consecutive (the usual case): the first; else -1
+    std::uint16_t lanes = 0;     // the lanes with a row
+  };
+  std::int64_t rows = 0;
+  std::int64_t cols = 0;                // x needs cols + 1 floats: x[cols] must be 0 (the padding's column)
+  std::vector<Slice> slices;
+  std::vector<std::int32_t> row;        // [slices * 16]: each lane's output row (-1: none)
+  std::vector<std::int32_t> column;     // [steps]: by column, the step's column
+  std::vector<std::uint16_t> mask;      // [steps]: by column, the lanes whose row has that column
+  std::vector<float> val;               // [steps * 16]: weights rounded to the dtype, 0 where absent
+  std::vector<std::uint16_t> val_bf16;  // the same as bf16 bits, instead of val where every weight is
+                                        // exact in bf16 (a circuit's are): half the bytes to stream
+  float weight(std::int64_t cell) const {
+    return val_bf16.empty() ? val[static_cast<std::size_t>(cell)] : bf16_from_bits(val_bf16[static_cast<std::size_t>(cell)]);
+  }
+  std::vector<std::int32_t> lane_col;   // [by-lane steps * 16]: by lane, each lane's column
+  std::vector<std::int32_t> nonempty;   // the rows with nonzeros, ascending
+};
+
+SlicedMatrix slice(const SparseMatrix& m, DType dtype);
+
+// y[r] = W·x rounded to dtype for every row with nonzeros; other rows of y are not written.
+// AVX-512 where the CPU has it, else multiply_plain.
+void multiply(const SlicedMatrix& m, const float* x, float* y, DType dtype);
+// The same with plain loops, one lane after another (the tests hold the two equal).
+void multiply_plain(const SlicedMatrix& m, const float* x, float* y, DType dtype);
+
+}  // namespace qgpu::weights::reference

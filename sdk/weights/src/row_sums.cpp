@@ -1,0 +1,93 @@
+#include "qgpu/weights/row_sums.h"
+
+#include <algorithm>
+#include <bit>
+#include <unordered_map>
+
+namespace qgpu::weights {
+
+namespace {
+struct Key {
+  std::int32_t parent, col;
+  std::uint64_t val;  // the weight's bits (equal weights share, -0 and +0 do not)
+  bool operator==(const Key&) const = default;
+};
+struct KeyHash {
+  std::size_t operator()(const Key& k) const {
+    std::uint64_t h = (static_cast<std::uint64_t>(static_cast<std::uint32_t>(k.parent)) << 32) ^
+                      static_cast<std::uint32_t>(k.col);
+    h ^= k.val + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+    return static_cast<std::size_t>(h * 0xBF58476D1CE4E5B9ull);
+  }
+};
+}  // namespace
+
+RowSums::RowSums(const SparseMatrix& m) {
+  std::unordered_map<Key, std::int32_t, KeyHash> prefixes;
+  prefixes.reserve(m.nonzeros());
+  leaf_.reserve(static_cast<std::size_t>(m.rows));
+  bool narrow = true;
+  for (std::int64_t r = 0; r < m.rows; ++r) {
+    std::int32_t prefix = 0;
+    for (std::int64_t p = m.row_ptr[r]; p < m.row_ptr[r + 1]; ++p) {
+      const std::size_t at = static_cast<std::size_t>(p);
+      const Key key{prefix, m.col[at], std::bit_cast<std::uint64_t>(m.val[at])};
+      auto [it, fresh] = prefixes.try_emplace(key, static_cast<std::int32_t>(col_.size() + 1));
+      if (fresh) {
+        parent_.push_back(prefix);
+        col_.push_back(key.col);
+        weight_wide_.push_back(m.val[at]);
+        narrow = narrow && static_cast<double>(static_cast<float>(m.val[at])) == m.val[at];
+      }
+      prefix = it->second;
+    }
+    leaf_.push_back(prefix);
+  }
+  // Shortest prefixes first: a prefix's sum then never waits for the one computed just before it
+  // (in creation order most prefixes extend the previous one, a chain of dependent adds).
+  const std::size_t n = col_.size();
+  std::vector<std::int32_t> depth(n + 1, 0), order(n), position(n + 1, 0);
+  std::int32_t deepest = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    depth[i + 1] = depth[static_cast<std::size_t>(parent_[i])] + 1;
+    deepest = std::max(deepest, depth[i + 1]);
+  }
+  std::vector<std::size_t> first(static_cast<std::size_t>(deepest) + 2, 0);
+  for (std::size_t i = 0; i < n; ++i) ++first[static_cast<std::size_t>(depth[i + 1]) + 1];
+  for (std::size_t d = 1; d < first.size(); ++d) first[d] += first[d - 1];
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::size_t at = first[static_cast<std::size_t>(depth[i + 1])]++;
+    order[at] = static_cast<std::int32_t>(i);
+    position[i + 1] = static_cast<std::int32_t>(at + 1);
+  }
+  auto permute = [&](auto& v) {
+    auto old = v;
+    for (std::size_t at = 0; at < n; ++at) v[at] = old[static_cast<std::size_t>(order[at])];
+  };
+  permute(col_);
+  permute(weight_wide_);
+  permute(parent_);
+  for (std::int32_t& p : parent_) p = position[static_cast<std::size_t>(p)];
+  for (std::int32_t& l : leaf_) l = position[static_cast<std::size_t>(l)];
+  if (narrow) {
+    weight_.assign(weight_wide_.begin(), weight_wide_.end());
+    weight_wide_ = {};
+  }
+  sums_.assign(col_.size() + 1, 0.0);
+}
+
+void RowSums::compute(const float* x, std::vector<double>& out) {
+  double* sum = sums_.data();
+  sum[0] = 0.0;
+  const std::size_t n = col_.size();
+  if (!weight_.empty()) {
+    for (std::size_t i = 0; i < n; ++i)
+      sum[i + 1] = sum[parent_[i]] + static_cast<double>(weight_[i]) * static_cast<double>(x[col_[i]]);
+  } else {
+    for (std::size_t i = 0; i < n; ++i) sum[i + 1] = sum[parent_[i]] + weight_wide_[i] * static_cast<double>(x[col_[i]]);
+  }
+  out.resize(leaf_.size());
+  for (std::size_t r = 0; r < leaf_.size(); ++r) out[r] = sum[leaf_[r]];
+}
+
+}  // namespace qgpu::weights

@@ -1,0 +1,291 @@
+// The circuit engine's fast paths against the plain loops they replace: the
+// sliced matrix product against linear(), the shared-prefix row sums against a
+// loop over each row, and the activations' shortcuts against their formulas.
+// Every comparison is bit for bit.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "../src/reference/sliced.h"
+#include "qgpu/weights/numerics.h"
+#include "qgpu/weights/reference.h"
+#include "qgpu/weights/row_sums.h"
+
+namespace qgpu::weights {
+namespace {
+
+// Equal bits, or both NaN (a NaN's payload is not part of any contract).
+::testing::AssertionResult same_float(float want, float got) {
+  if (std::bit_cast<std::uint32_t>(want) == std::bit_cast<std::uint32_t>(got)) return ::testing::AssertionSuccess();
+  if (std::isnan(want) && std::isnan(got)) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "want " << want << " (0x" << std::hex
+                                       << std::bit_cast<std::uint32_t>(want) << "), got " << got << " (0x"
+                                       << std::bit_cast<std::uint32_t>(got) << ")";
+}
+
+enum class Values { kRandom, kBf16Exact, kSmallIntegers };
+
+double draw(std::mt19937& rng, Values values) {
+  std::uniform_real_distribution<double> real(-4.0, 4.0);
+  switch (values) {
+    case Values::kRandom:
+      return real(rng);
+    case Values::kBf16Exact:
+      return static_cast<double>(round_bf16(static_cast<float>(real(rng))));
+    case Values::kSmallIntegers:
+      return static_cast<double>(std::uniform_int_distribution<int>(-3, 3)(rng) * 64);
+  }
+  return 0;
+}
+
+// A random matrix in compressed rows. `narrow`: each row reads few columns out of a small
+// window (the by-column form); `ascending`: each row's columns in ascending order (the
+// SparseBuilder's order), else shuffled (only the by-lane form keeps that order).
+SparseMatrix random_matrix(std::mt19937& rng, std::int64_t rows, std::int64_t cols, bool narrow, bool ascending,
+                           Values values) {
+  SparseMatrix m;
+  m.rows = rows;
+  m.cols = cols;
+  m.row_ptr.push_back(0);
+  std::uniform_int_distribution<int> count(0, narrow ? 4 : 40);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const std::int64_t window = narrow ? std::min<std::int64_t>(cols, 12) : cols;
+    // narrow: the rows of one slice (16) share a window, as a circuit unit's rows share channels
+    const std::int64_t base = narrow ? (r / 16 * 37) % (cols - window + 1) : 0;
+    std::vector<std::int32_t> picked;
+    const int n = r % 7 == 3 ? 0 : count(rng);  // every seventh row empty
+    for (int i = 0; i < n; ++i) {
+      const auto c = static_cast<std::int32_t>(base + std::uniform_int_distribution<std::int64_t>(0, window - 1)(rng));
+      if (std::find(picked.begin(), picked.end(), c) == picked.end()) picked.push_back(c);
+    }
+    std::sort(picked.begin(), picked.end());
+    if (!ascending) std::shuffle(picked.begin(), picked.end(), rng);
+    for (std::int32_t c : picked) {
+      double v = 0;
+      while (v == 0) v = draw(rng, values);
+      m.col.push_back(c);
+      m.val.push_back(v);
+    }
+    m.row_ptr.push_back(static_cast<std::int64_t>(m.col.size()));
+  }
+  return m;
+}
+
+// x over cols + 1 floats (the last is the padding's 0), with the awkward values a residual
+// stream can hold mixed in: -0, infinities, NaN, subnormals, huge values.
+std::vector<float> random_input(std::mt19937& rng, std::int64_t cols, bool awkward) {
+  std::vector<float> x(static_cast<std::size_t>(cols) + 1, 0.0f);
+  std::uniform_real_distribution<float> real(-100.0f, 100.0f);
+  const float odd[] = {-0.0f, INFINITY, -INFINITY, NAN, 1e-40f, -3e38f, 3e38f, 0.0f};
+  for (std::int64_t c = 0; c < cols; ++c) {
+    x[static_cast<std::size_t>(c)] = real(rng);
+    if (awkward && std::uniform_int_distribution<int>(0, 9)(rng) == 0)
+      x[static_cast<std::size_t>(c)] = odd[std::uniform_int_distribution<int>(0, 7)(rng)];
+  }
+  return x;
+}
+
+void expect_product_matches_linear(const SparseMatrix& m, DType dtype, std::mt19937& rng, bool awkward) {
+  const reference::SlicedMatrix sliced = reference::slice(m, dtype);
+  for (int trial = 0; trial < 4; ++trial) {
+    const std::vector<float> x = random_input(rng, m.cols, awkward);
+    const std::vector<float> want = linear(m, x, dtype);
+    const float untouched = 12345.0f;
+    std::vector<float> fast(static_cast<std::size_t>(m.rows), untouched), plain = fast;
+    reference::multiply(sliced, x.data(), fast.data(), dtype);
+    reference::multiply_plain(sliced, x.data(), plain.data(), dtype);
+    for (std::int64_t r = 0; r < m.rows; ++r) {
+      const auto at = static_cast<std::size_t>(r);
+      if (m.row_ptr[r] == m.row_ptr[r + 1]) {  // empty rows are left as they were
+        EXPECT_EQ(fast[at], untouched) << "row " << r;
+        EXPECT_EQ(plain[at], untouched) << "row " << r;
+        continue;
+      }
+      EXPECT_TRUE(same_float(want[at], fast[at])) << "multiply, row " << r;
+      EXPECT_TRUE(same_float(want[at], plain[at])) << "multiply_plain, row " << r;
+    }
+  }
+}
+
+TEST(SlicedMatrix, ProductEqualsTheRowLoopBitForBit) {
+  std::mt19937 rng(19);
+  for (DType dtype : {DType::kF32, DType::kBF16})
+    for (Values values : {Values::kRandom, Values::kBf16Exact, Values::kSmallIntegers})
+      for (bool narrow : {true, false})
+        for (bool ascending : {true, false})
+          for (bool awkward : {false, true}) {
+            SCOPED_TRACE(::testing::Message() << "dtype " << (dtype == DType::kF32 ? "f32" : "bf16") << ", values "
+                                              << static_cast<int>(values) << (narrow ? ", narrow" : ", wide")
+                                              << (ascending ? ", ascending" : ", shuffled")
+                                              << (awkward ? ", awkward x" : ""));
+            // 83 rows: five full slices and a partial one.
+            const SparseMatrix m = random_matrix(rng, 83, 150, narrow, ascending, values);
+            expect_product_matches_linear(m, dtype, rng, awkward);
+          }
+}
+
+TEST(SlicedMatrix, ChoosesTheFormAndStorageTheWeightsAllow) {
+  // 64 rows of 3 ascending columns, each slice's rows within one window of 8 columns (a
+  // circuit unit's rows read the same few channels): every slice by column.
+  SparseMatrix narrow;
+  narrow.rows = 64;
+  narrow.cols = 200;
+  narrow.row_ptr.push_back(0);
+  for (std::int32_t r = 0; r < 64; ++r) {
+    const std::int32_t window = (r / 16) * 40;
+    for (std::int32_t k = 0; k < 3; ++k) {
+      narrow.col.push_back(window + (r + 3 * k) % 8);
+      narrow.val.push_back(64.0 * (k + 1));
+    }
+    std::sort(narrow.col.end() - 3, narrow.col.end());
+    narrow.row_ptr.push_back(static_cast<std::int64_t>(narrow.col.size()));
+  }
+  const reference::SlicedMatrix by_column = reference::slice(narrow, DType::kF32);
+  ASSERT_EQ(by_column.slices.size(), 4u);
+  for (const auto& s : by_column.slices) {
+    EXPECT_EQ(s.lane_cols, -1);
+    EXPECT_EQ(s.steps, 8);  // the window's columns
+    EXPECT_EQ(s.first_row % 16, 0);
+  }
+  EXPECT_FALSE(by_column.val_bf16.empty());  // exact in bf16: packed
+  EXPECT_TRUE(by_column.val.empty());
+
+  // Rows not in column order: only gathering keeps each row's order.
+  std::mt19937 rng(7);
+  const SparseMatrix shuffled = random_matrix(rng, 64, 200, false, false, Values::kRandom);
+  const reference::SlicedMatrix by_lane = reference::slice(shuffled, DType::kF32);
+  for (const auto& s : by_lane.slices) EXPECT_GE(s.lane_cols, 0);
+  EXPECT_TRUE(by_lane.val_bf16.empty());  // f32 weights kept as they are
+  EXPECT_FALSE(by_lane.val.empty());
+}
+
+TEST(SlicedMatrix, ScatteredRowsAndEmptyMatrix) {
+  // Nonempty rows far apart (no slice has consecutive rows) and a matrix with none at all.
+  SparseMatrix m;
+  m.rows = 200;
+  m.cols = 5;
+  m.row_ptr.assign(201, 0);
+  for (std::int64_t r = 0; r < m.rows; ++r) {
+    if (r % 9 == 0) {
+      m.col.push_back(static_cast<std::int32_t>(r % 5));
+      m.val.push_back(0.1 * static_cast<double>(r + 1));
+    }
+    m.row_ptr[r + 1] = static_cast<std::int64_t>(m.col.size());
+  }
+  std::mt19937 rng(3);
+  expect_product_matches_linear(m, DType::kF32, rng, true);
+  expect_product_matches_linear(m, DType::kBF16, rng, true);
+
+  SparseMatrix empty;
+  empty.rows = 10;
+  empty.cols = 4;
+  empty.row_ptr.assign(11, 0);
+  const reference::SlicedMatrix none = reference::slice(empty, DType::kF32);
+  EXPECT_TRUE(none.slices.empty());
+  std::vector<float> x(5, 1.0f), y(10, 7.0f);
+  reference::multiply(none, x.data(), y.data(), DType::kF32);
+  EXPECT_EQ(y, std::vector<float>(10, 7.0f));
+}
+
+// Rows that share prefixes: each row is a prefix of one of a few stems, then a tail of its own.
+SparseMatrix shared_prefix_matrix(std::mt19937& rng, bool wide_weights) {
+  const std::int64_t rows = 300, cols = 64;
+  std::vector<std::vector<std::pair<std::int32_t, double>>> stems(5);
+  std::uniform_int_distribution<std::int32_t> column(0, cols - 1);
+  auto weight = [&] {
+    const double w = std::uniform_int_distribution<int>(-8, 8)(rng) * 0.25 + 0.125;
+    return wide_weights ? w + 1e-12 : w;  // 1e-12 more is not a float
+  };
+  for (auto& stem : stems)
+    for (int i = 0; i < 12; ++i) stem.emplace_back(column(rng), weight());
+  SparseMatrix m;
+  m.rows = rows;
+  m.cols = cols;
+  m.row_ptr.push_back(0);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    if (r % 11 != 5) {
+      const auto& stem = stems[static_cast<std::size_t>(r) % stems.size()];
+      const int shared = std::uniform_int_distribution<int>(0, 12)(rng);
+      for (int i = 0; i < shared; ++i) {
+        m.col.push_back(stem[static_cast<std::size_t>(i)].first);
+        m.val.push_back(stem[static_cast<std::size_t>(i)].second);
+      }
+      for (int i = std::uniform_int_distribution<int>(0, 4)(rng); i > 0; --i) {
+        m.col.push_back(column(rng));
+        m.val.push_back(weight());
+      }
+    }
+    m.row_ptr.push_back(static_cast<std::int64_t>(m.col.size()));
+  }
+  return m;
+}
+
+TEST(RowSums, EqualTheLoopOverEachRow) {
+  std::mt19937 rng(5);
+  for (bool wide : {false, true}) {
+    SCOPED_TRACE(wide ? "weights not exact in float" : "float weights");
+    const SparseMatrix m = shared_prefix_matrix(rng, wide);
+    RowSums sums(m);
+    EXPECT_EQ(sums.rows(), m.rows);
+    EXPECT_LT(sums.terms(), static_cast<std::int64_t>(m.nonzeros()));  // the stems are shared
+    std::vector<double> got;
+    for (int trial = 0; trial < 5; ++trial) {
+      const std::vector<float> x = random_input(rng, m.cols, trial >= 3);
+      sums.compute(x.data(), got);
+      ASSERT_EQ(got.size(), static_cast<std::size_t>(m.rows));
+      for (std::int64_t r = 0; r < m.rows; ++r) {
+        double want = 0;
+        for (std::int64_t p = m.row_ptr[r]; p < m.row_ptr[r + 1]; ++p)
+          want += m.val[static_cast<std::size_t>(p)] * static_cast<double>(x[static_cast<std::size_t>(m.col[p])]);
+        const double have = got[static_cast<std::size_t>(r)];
+        EXPECT_TRUE(std::bit_cast<std::uint64_t>(want) == std::bit_cast<std::uint64_t>(have) ||
+                    (std::isnan(want) && std::isnan(have)))
+            << "row " << r << ": want " << want << ", got " << have;
+      }
+    }
+  }
+}
+
+// The formulas the shortcuts stand for, computed in full.
+float silu_formula(float x) {
+  return x / (1.0f + std::exp(-x));
+}
+float silu_bf16_formula(float x) {
+  return round_bf16(x / round_bf16(1.0f + round_bf16(std::exp(-x))));
+}
+float sigmoid_formula(float x) {
+  return 1.0f / (1.0f + std::exp(-x));
+}
+
+void expect_activations_match_formulas(float x) {
+  EXPECT_TRUE(same_float(silu_formula(x), silu(x))) << "silu(" << x << ")";
+  EXPECT_TRUE(same_float(silu_bf16_formula(x), silu_bf16(x))) << "silu_bf16(" << x << ")";
+  EXPECT_TRUE(same_float(sigmoid_formula(x), sigmoid(x))) << "sigmoid(" << x << ")";
+}
+
+TEST(Numerics, ActivationShortcutsEqualTheFormulas) {
+  const float max = std::numeric_limits<float>::max();
+  for (float x : {31.99f, 32.0f, 32.01f, 1e30f, max, INFINITY, -103.9f, -104.0f, -104.1f, -1e30f, -max, -INFINITY,
+                  NAN, 0.0f, -0.0f})
+    expect_activations_match_formulas(x);
+  for (float edge : {32.0f, -104.0f, max, -max}) {  // the floats next to each threshold
+    float below = edge, above = edge;
+    for (int i = 0; i < 64; ++i) {
+      below = std::nextafter(below, -INFINITY);
+      above = std::nextafter(above, INFINITY);
+      expect_activations_match_formulas(below);
+      expect_activations_match_formulas(above);
+    }
+  }
+  std::mt19937 rng(11);  // and random bit patterns: every exponent, both signs
+  for (int i = 0; i < 200000; ++i) expect_activations_match_formulas(std::bit_cast<float>(static_cast<std::uint32_t>(rng())));
+}
+
+}  // namespace
+}  // namespace qgpu::weights
