@@ -1,8 +1,14 @@
 #include "qgpu/weights/reference.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <sstream>
+#include <utility>
+
+#include <immintrin.h>
+
+#include "sliced.h"
 
 namespace qgpu::weights {
 
@@ -51,34 +57,140 @@ float calibrated_norm_weight(std::int64_t dk, std::int64_t dv, DType dtype) {
   return std::numeric_limits<float>::quiet_NaN();  // compile() turns this into an error
 }
 
+// One layer, prepared: its matrices sliced, and what can be nonzero.
+struct ReferenceModel::Plan {
+  reference::SlicedMatrix qkv, z, b, a, o, gate, up, down;
+  std::vector<std::int32_t> conv_channels;   // channels with a nonzero conv tap, ascending
+  std::vector<std::int32_t> qk_channels;     // those of them that are q or k channels
+  std::vector<std::int32_t> qk_key_head;     // the same: each one's key head
+  // Channels whose only nonzero tap is the current token's, with that tap; their windows are never read.
+  std::vector<std::int32_t> direct;
+  std::vector<float> direct_tap;
+  // The other channels (a tap on an earlier token) with their taps [kernel], rounded to the dtype.
+  std::vector<std::int32_t> windowed;
+  std::vector<float> windowed_taps;
+  std::vector<char> windowed_tap_used;       // the same: the tap is nonzero
+  std::vector<std::int32_t> heads;           // value heads with any weight, ascending
+  std::vector<std::int32_t> neurons;         // MLP neurons with gate or up weights, ascending
+  std::vector<float> a_log, dt_bias;         // per value head, rounded to the dtype
+  std::vector<float> decay_at_rest;          // per value head: its decay where the a projection is 0
+  float norm_weight = 1;                     // the gated norm's weight, rounded to the dtype
+  // What a layer writes in the scratch, as runs [begin, end): put back to 0 after the layer.
+  struct {
+    std::vector<std::pair<std::int32_t, std::int32_t>> projected, activated, z, b, a, heads, gate, up, neurons;
+  } written;
+};
+
+// Every layer's projections, activations and outputs, one layer at a time. Between layers every
+// float is 0: a layer writes only where it can be nonzero and puts back the zeros it changed, so
+// a row without weights reads 0 in every layer, and the scratch stays one layer's size (it stays
+// in cache, where per-layer copies would not).
+struct ReferenceModel::Scratch {
+  std::vector<float> projected, activated, z_out, b_out, a_out, heads_out, attention_out;
+  std::vector<float> gate_out, up_out, product, mlp_out;
+};
+
+namespace {
+// Ascending indices as runs [begin, end), each index standing for `width` floats.
+std::vector<std::pair<std::int32_t, std::int32_t>> runs(const std::vector<std::int32_t>& sorted, std::int32_t width = 1) {
+  std::vector<std::pair<std::int32_t, std::int32_t>> out;
+  for (const std::int32_t i : sorted) {
+    if (!out.empty() && out.back().second == i * width)
+      out.back().second += width;
+    else
+      out.emplace_back(i * width, i * width + width);
+  }
+  return out;
+}
+void put_back_zeros(std::vector<float>& v, const std::vector<std::pair<std::int32_t, std::int32_t>>& written) {
+  for (const auto& [begin, end] : written) std::fill(v.begin() + begin, v.begin() + end, 0.0f);
+}
+}  // namespace
+
+namespace {
+std::vector<float> zeros(std::int64_t n) {
+  return std::vector<float>(static_cast<std::size_t>(n), 0.0f);
+}
+}  // namespace
+
+namespace {
+// Gated DeltaNet's decay: exp(-exp(A_log) · softplus(a + dt_bias)), given a + dt_bias.
+float decay(float a_log, float a_plus_bias) {
+  return std::exp(-std::exp(a_log) * softplus(a_plus_bias));
+}
+
+__attribute__((target("avx512f"))) void nonzero_elements_avx512(const float* x, std::int64_t n,
+                                                                 std::vector<std::pair<std::int64_t, float>>& out) {
+  std::int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    unsigned mask = _mm512_cmp_ps_mask(_mm512_loadu_ps(x + i), _mm512_setzero_ps(), _CMP_NEQ_UQ);
+    for (; mask != 0; mask &= mask - 1) {
+      const std::int64_t at = i + __builtin_ctz(mask);
+      out.emplace_back(at, x[at]);
+    }
+  }
+  for (; i < n; ++i)
+    if (x[i] != 0) out.emplace_back(i, x[i]);
+}
+
+// x's nonzero elements [0, n) as (index, value), in order.
+void nonzero_elements(const float* x, std::int64_t n, std::vector<std::pair<std::int64_t, float>>& out) {
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
+  out.clear();
+  if (avx512) {
+    nonzero_elements_avx512(x, n, out);
+    return;
+  }
+  for (std::int64_t i = 0; i < n; ++i)
+    if (x[i] != 0) out.emplace_back(i, x[i]);
+}
+}  // namespace
+
 ReferenceModel::ReferenceModel(const std::vector<Layer>& layers, const sdk::LayerShapes& shapes, DType dtype)
     : layers_(layers), shapes_(shapes), dtype_(dtype) {
   // rms_norm_eps of the base (the RMSNorms and the gated norm); the q/k l2norm eps is HF's fixed 1e-6.
   eps_ = shapes.rms_norm_eps > 0 ? static_cast<float>(shapes.rms_norm_eps) : kEps;
+  const std::int64_t nk = shapes.linear_num_key_heads, nv = shapes.linear_num_value_heads;
+  const std::int64_t dk = shapes.linear_key_head_dim, dv = shapes.linear_value_head_dim;
+  const std::int64_t kern = shapes.linear_conv_kernel, kq = nk * dk, c = 2 * kq + nv * dv;
+  const std::int64_t hidden = shapes.hidden_size, inter = shapes.intermediate_size;
+  plans_.reserve(layers_.size());
   for (const Layer& l : layers_) {
-    qkv_.push_back(prep(l.gdn.in_proj_qkv));
-    z_.push_back(prep(l.gdn.in_proj_z));
-    b_.push_back(prep(l.gdn.in_proj_b));
-    a_.push_back(prep(l.gdn.in_proj_a));
-    o_.push_back(prep(l.gdn.out_proj));
-    gate_.push_back(prep(l.mlp.gate));
-    up_.push_back(prep(l.mlp.up));
-    down_.push_back(prep(l.mlp.down));
+    Plan& p = plans_.emplace_back();
+    p.qkv = reference::slice(l.gdn.in_proj_qkv, dtype);
+    p.z = reference::slice(l.gdn.in_proj_z, dtype);
+    p.b = reference::slice(l.gdn.in_proj_b, dtype);
+    p.a = reference::slice(l.gdn.in_proj_a, dtype);
+    p.o = reference::slice(l.gdn.out_proj, dtype);
+    p.gate = reference::slice(l.mlp.gate, dtype);
+    p.up = reference::slice(l.mlp.up, dtype);
+    p.down = reference::slice(l.mlp.down, dtype);
     // Channels and heads without weights compute exact zeros: skipping them changes no bit.
-    const std::int64_t nk = shapes.linear_num_key_heads, nv = shapes.linear_num_value_heads;
-    const std::int64_t dk = shapes.linear_key_head_dim, dv = shapes.linear_value_head_dim;
-    const std::int64_t kern = shapes.linear_conv_kernel, kq = nk * dk, c = 2 * kq + nv * dv;
-    std::vector<std::int64_t> active;
     std::vector<char> heads(static_cast<std::size_t>(nv), 0);
     auto mark = [&](std::int64_t h) { heads[static_cast<std::size_t>(h)] = 1; };
     for (std::int64_t ch = 0; ch < c; ++ch) {
       bool any = false;
       for (std::int64_t j = 0; j < kern; ++j) any = any || l.gdn.conv1d[static_cast<std::size_t>(ch * kern + j)] != 0;
       if (!any) continue;
-      active.push_back(ch);
+      p.conv_channels.push_back(static_cast<std::int32_t>(ch));
       if (ch < 2 * kq) {
-        std::int64_t kh = (ch % kq) / dk;
-        for (std::int64_t t = 0; t < nv / nk; ++t) mark(kh * (nv / nk) + t);
+        p.qk_channels.push_back(static_cast<std::int32_t>(ch));
+        p.qk_key_head.push_back(static_cast<std::int32_t>((ch % kq) / dk));
+      }
+      const double* taps = &l.gdn.conv1d[static_cast<std::size_t>(ch * kern)];
+      if (std::all_of(taps, taps + kern - 1, [](double w) { return w == 0; })) {
+        p.direct.push_back(static_cast<std::int32_t>(ch));
+        p.direct_tap.push_back(round_to(dtype, static_cast<float>(taps[kern - 1])));
+      } else {
+        p.windowed.push_back(static_cast<std::int32_t>(ch));
+        for (std::int64_t j = 0; j < kern; ++j) {
+          p.windowed_taps.push_back(round_to(dtype, static_cast<float>(taps[j])));
+          p.windowed_tap_used.push_back(taps[j] != 0);
+        }
+      }
+      if (ch < 2 * kq) {
+        const std::int64_t key_head = (ch % kq) / dk;
+        for (std::int64_t t = 0; t < nv / nk; ++t) mark(key_head * (nv / nk) + t);
       } else {
         mark((ch - 2 * kq) / dv);
       }
@@ -88,12 +200,45 @@ ReferenceModel::ReferenceModel(const std::vector<Layer>& layers, const sdk::Laye
       if (l.gdn.a_log[h] != 0) mark(h);
       for (std::int64_t j = 0; j < dv; ++j)
         if (l.gdn.in_proj_z.row_ptr[h * dv + j] != l.gdn.in_proj_z.row_ptr[h * dv + j + 1]) mark(h);
+      if (heads[static_cast<std::size_t>(h)]) p.heads.push_back(static_cast<std::int32_t>(h));
+      p.a_log.push_back(round_to(dtype, static_cast<float>(l.gdn.a_log[h])));
+      p.dt_bias.push_back(round_to(dtype, static_cast<float>(l.gdn.dt_bias[h])));
+      p.decay_at_rest.push_back(decay(p.a_log.back(), 0.0f + p.dt_bias.back()));
     }
-    conv_active_.push_back(std::move(active));
-    head_active_.push_back(std::move(heads));
+    p.written.projected = runs(p.qkv.nonempty);
+    p.written.activated = runs(p.conv_channels);
+    p.written.z = runs(p.z.nonempty);
+    p.written.b = runs(p.b.nonempty);
+    p.written.a = runs(p.a.nonempty);
+    p.written.gate = runs(p.gate.nonempty);
+    p.written.up = runs(p.up.nonempty);
+    std::set_union(p.gate.nonempty.begin(), p.gate.nonempty.end(), p.up.nonempty.begin(), p.up.nonempty.end(),
+                   std::back_inserter(p.neurons));
+    p.written.neurons = runs(p.neurons);
+    p.written.heads = runs(p.heads, static_cast<std::int32_t>(dv));
+    p.norm_weight = round_to(dtype, static_cast<float>(dtype == DType::kBF16 ? l.gdn.norm_weight_bf16
+                                                                             : l.gdn.norm_weight_f32));
   }
+  scratch_ = std::make_unique<Scratch>();
+  Scratch& t = *scratch_;
+  t.projected = zeros(c);
+  t.activated = zeros(c);
+  t.z_out = zeros(nv * dv);
+  t.b_out = zeros(nv);
+  t.a_out = zeros(nv);
+  t.heads_out = zeros(nv * dv + 1);  // + the padding's column
+  t.attention_out = zeros(hidden);
+  t.gate_out = zeros(inter);
+  t.up_out = zeros(inter);
+  t.product = zeros(inter + 1);
+  t.mlp_out = zeros(hidden);
+  residual_ = zeros(hidden);
+  normed_ = zeros(hidden + 1);
   reset();
 }
+
+ReferenceModel::ReferenceModel(ReferenceModel&&) noexcept = default;
+ReferenceModel::~ReferenceModel() = default;
 
 void ReferenceModel::swap_state(State& other) {
   if (!other.empty()) {
@@ -124,27 +269,6 @@ void ReferenceModel::reset_state() {
   state_.assign(layers_.size(), LayerState{std::vector<float>(c * k1, 0.0f), std::vector<float>(s, 0.0f)});
 }
 
-ReferenceModel::Sparse32 ReferenceModel::prep(const SparseMatrix& m) const {
-  Sparse32 s;
-  s.rows = m.rows;
-  s.row_ptr = m.row_ptr;
-  s.col = m.col;
-  for (double v : m.val) s.val.push_back(round_to(dtype_, static_cast<float>(v)));
-  return s;
-}
-
-std::vector<float> ReferenceModel::lin(const Sparse32& m, const std::vector<float>& x) const {
-  std::vector<float> y(static_cast<std::size_t>(m.rows), 0.0f);
-  for (std::int64_t r = 0; r < m.rows; ++r) {
-    std::int64_t b = m.row_ptr[r], e = m.row_ptr[r + 1];
-    if (b == e) continue;
-    float acc = 0;
-    for (std::int64_t k = b; k < e; ++k) acc += m.val[k] * x[m.col[k]];
-    y[r] = round_to(dtype_, acc);
-  }
-  return y;
-}
-
 namespace {
 template <typename Name>
 void note(double& best, std::string& where, float v, Name&& what, double* own = nullptr) {
@@ -158,134 +282,237 @@ void note(double& best, std::string& where, float v, Name&& what, double* own = 
 }
 }  // namespace
 
-std::vector<float> ReferenceModel::gdn(std::size_t li, const std::vector<float>& x) {
-  const Layer& layer = layers_[li];
-  const GdnLayer& g = layer.gdn;
+namespace {
+// The sum of x's squares, each rounded to fp32, where every square is an integer and the sum is
+// below 2^24: then every partial sum is an exact fp32 integer and any order of adding gives the
+// same float, so sixteen lanes may add them. False where that does not hold; a sum that reaches
+// 2^24 in any order still reads >= 2^24 after rounding (the terms are >= 0), so it is seen.
+__attribute__((target("avx512f"))) bool integer_sum_of_squares(const float* x, std::size_t n, float& sum) {
+  __m512 lanes = _mm512_setzero_ps();
+  __mmask16 integer = 0xFFFF;
+  std::size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 v = _mm512_loadu_ps(x + i);
+    const __m512 square = _mm512_mul_ps(v, v);
+    // (The masked form with every lane on: GCC 12 warns on the unmasked one's undefined source.)
+    integer &= _mm512_cmp_ps_mask(_mm512_maskz_roundscale_ps(0xFFFF, square, _MM_FROUND_TO_ZERO), square, _CMP_EQ_OQ);
+    lanes = _mm512_add_ps(lanes, square);
+  }
+  alignas(64) float part[16];
+  _mm512_store_ps(part, lanes);
+  float total = 0;
+  for (float p : part) total += p;
+  for (; i < n; ++i) {
+    const float square = x[i] * x[i];
+    if (std::trunc(square) != square) return false;
+    total += square;
+  }
+  if (integer != 0xFFFF || !(total < 16777216.0f)) return false;
+  sum = total;
+  return true;
+}
+}  // namespace
+
+// rms_norm_zc with a zero weight.
+void ReferenceModel::norm(const std::vector<float>& x, std::vector<float>& y) {
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
+  float ss = 0;
+  if (!avx512 || !integer_sum_of_squares(x.data(), x.size(), ss)) {
+    ss = 0;
+    for (float v : x) ss += v * v;  // in order (a zero's square adds nothing)
+  }
+  const float r = rsqrt(ss / static_cast<float>(x.size()) + eps_);
+  for (std::size_t i = 0; i < x.size(); ++i) y[i] = round_to(dtype_, x[i] * r);
+}
+
+void ReferenceModel::gdn(std::size_t li) {
+  const Plan& p = plans_[li];
+  Scratch& t = *scratch_;
   LayerState& st = state_[li];
   LayerMargin& margin = margins_[li];
   const std::int64_t nk = shapes_.linear_num_key_heads, nv = shapes_.linear_num_value_heads;
   const std::int64_t dk = shapes_.linear_key_head_dim, dv = shapes_.linear_value_head_dim;
   const std::int64_t kern = shapes_.linear_conv_kernel, kq = nk * dk;
-  const std::int64_t c = 2 * kq + nv * dv;
-  std::vector<float> p = lin(qkv_[li], x);
-  std::vector<float> act(static_cast<std::size_t>(c), 0.0f);
-  for (std::int64_t ch : conv_active_[li]) {
+  reference::multiply(p.qkv, normed_.data(), t.projected.data(), dtype_);
+  // The causal conv (its output replaces the input in `projected`), then SiLU.
+  auto activate = [&](std::int32_t ch, float conv) {
+    t.projected[static_cast<std::size_t>(ch)] = conv;
+    t.activated[static_cast<std::size_t>(ch)] = conv == 0 ? 0.0f : round_to(dtype_, silu_in(dtype_, conv));
+  };
+  for (std::size_t n = 0; n < p.direct.size(); ++n) {
+    const std::int32_t ch = p.direct[n];
+    activate(ch, round_to(dtype_, 0.0f + t.projected[static_cast<std::size_t>(ch)] * p.direct_tap[n]));
+  }
+  for (std::size_t n = 0; n < p.windowed.size(); ++n) {
+    const std::int32_t ch = p.windowed[n];
     float* hist = &st.conv[static_cast<std::size_t>(ch * (kern - 1))];
-    const double* w = &g.conv1d[static_cast<std::size_t>(ch * kern)];
+    const float* w = &p.windowed_taps[n * static_cast<std::size_t>(kern)];
+    const char* used = &p.windowed_tap_used[n * static_cast<std::size_t>(kern)];
+    const float in = t.projected[static_cast<std::size_t>(ch)];
     float acc = 0;
     for (std::int64_t j = 0; j < kern - 1; ++j)
-      if (w[j] != 0) acc += hist[j] * round_to(dtype_, static_cast<float>(w[j]));
-    if (w[kern - 1] != 0) acc += p[ch] * round_to(dtype_, static_cast<float>(w[kern - 1]));
+      if (used[j]) acc += hist[j] * w[j];
+    if (used[kern - 1]) acc += in * w[kern - 1];
     for (std::int64_t j = 0; j + 1 < kern - 1; ++j) hist[j] = hist[j + 1];
-    hist[kern - 2] = p[ch];
-    float conv = round_to(dtype_, acc);
-    if (ch < 2 * kq && conv != 0)
-      note(
-          margin.gdn_min, margin.gdn_where, conv, [&] { return "q/k channel " + std::to_string(ch); },
-          &margin.gdn_head_min[static_cast<std::size_t>((ch % kq) / dk * (nv / nk))]);
-    act[ch] = conv == 0 ? 0.0f : round_to(dtype_, silu_in(dtype_, conv));
+    hist[kern - 2] = in;
+    activate(ch, round_to(dtype_, acc));
   }
-  std::vector<float> z = lin(z_[li], x), b = lin(b_[li], x), a = lin(a_[li], x);
-  std::vector<float> out(static_cast<std::size_t>(nv * dv), 0.0f);
+  // The q/k switches, in channel order: a run of one key head's channels notes its smallest |conv|
+  // (at the first channel that has it), which is what a note per channel would leave.
+  for (std::size_t n = 0; n < p.qk_channels.size();) {
+    const std::int32_t key_head = p.qk_key_head[n];
+    float lo = std::numeric_limits<float>::infinity();
+    std::int32_t at = -1;
+    for (; n < p.qk_channels.size() && p.qk_key_head[n] == key_head; ++n) {
+      const float a = std::fabs(t.projected[static_cast<std::size_t>(p.qk_channels[n])]);
+      if (a != 0 && a < lo) {
+        lo = a;
+        at = p.qk_channels[n];
+      }
+    }
+    if (at >= 0)
+      note(
+          margin.gdn_min, margin.gdn_where, lo, [&] { return "q/k channel " + std::to_string(at); },
+          &margin.gdn_head_min[static_cast<std::size_t>(key_head * (nv / nk))]);
+  }
+  reference::multiply(p.z, normed_.data(), t.z_out.data(), dtype_);
+  reference::multiply(p.b, normed_.data(), t.b_out.data(), dtype_);
+  reference::multiply(p.a, normed_.data(), t.a_out.data(), dtype_);
   const std::int64_t r = nv / nk;
   const float sqrt_dk = std::sqrt(static_cast<float>(dk));
-  std::vector<float> qh(dk), kh(dk), kv(dv), o(dv);
-  for (std::int64_t h = 0; h < nv; ++h) {
-    if (!head_active_[li][h]) continue;
-    const std::int64_t kh_idx = h / r;
-    float beta = round_to(dtype_, sigmoid(b[h]));
+  const float* act = t.activated.data();
+  std::vector<std::pair<std::int64_t, float>> q, k;  // a head's nonzero query / key elements
+  std::vector<float> kv(static_cast<std::size_t>(dv)), o(static_cast<std::size_t>(dv));
+  for (const std::int32_t h : p.heads) {
+    const std::size_t key_head = static_cast<std::size_t>(h / r);
+    const float bh = t.b_out[static_cast<std::size_t>(h)];
+    const float beta = round_to(dtype_, sigmoid(bh));
     note(
-        margin.gdn_min, margin.gdn_where, b[h], [&] { return "beta of head " + std::to_string(h); },
+        margin.gdn_min, margin.gdn_where, bh, [&] { return "beta of head " + std::to_string(h); },
         &margin.gdn_head_min[static_cast<std::size_t>(h)]);
-    float a_log = round_to(dtype_, static_cast<float>(g.a_log[h]));
-    float dtb = round_to(dtype_, static_cast<float>(g.dt_bias[h]));
-    float gg = -std::exp(a_log) * softplus(a[h] + dtb);
-    float decay = std::exp(gg);
-    float qs = 0, ks = 0;
-    for (std::int64_t i = 0; i < dk; ++i) {
-      qh[i] = act[kh_idx * dk + i];
-      kh[i] = act[kq + kh_idx * dk + i];
-      qs += qh[i] * qh[i];
-      ks += kh[i] * kh[i];
-    }
-    float qr = rsqrt(qs + kEps), kr = rsqrt(ks + kEps);
-    for (std::int64_t i = 0; i < dk; ++i) {
-      qh[i] = (qh[i] * qr) / sqrt_dk;
-      kh[i] = kh[i] * kr;
-    }
+    const float a_in = t.a_out[static_cast<std::size_t>(h)];
+    const float decay = a_in == 0 ? p.decay_at_rest[static_cast<std::size_t>(h)]
+                                  : weights::decay(p.a_log[static_cast<std::size_t>(h)],
+                                                   a_in + p.dt_bias[static_cast<std::size_t>(h)]);
+    // l2norm of q and k over their nonzero elements (in channel order, as over the whole head).
+    auto gather = [&](const float* head, std::vector<std::pair<std::int64_t, float>>& out) {
+      nonzero_elements(head, dk, out);
+      float ss = 0;
+      for (const auto& [i, v] : out) ss += v * v;
+      return rsqrt(ss + kEps);
+    };
+    const float qr = gather(act + key_head * static_cast<std::size_t>(dk), q);
+    const float kr = gather(act + kq + key_head * static_cast<std::size_t>(dk), k);
+    for (auto& [i, v] : q) v = (v * qr) / sqrt_dk;
+    for (auto& [i, v] : k) v = v * kr;
     float* s = &st.s[static_cast<std::size_t>(h * dk * dv)];
-    const float* v = &act[static_cast<std::size_t>(2 * kq + h * dv)];
+    const float* v = act + 2 * kq + h * dv;
     if (decay != 1.0f)
       for (std::int64_t i = 0; i < dk * dv; ++i) s[i] *= decay;
     // Terms with an exactly zero k or q element add nothing (one-hot keys): skipped.
     std::fill(kv.begin(), kv.end(), 0.0f);
-    for (std::int64_t i = 0; i < dk; ++i) {
-      if (kh[i] == 0) continue;
-      for (std::int64_t j = 0; j < dv; ++j) kv[j] += s[i * dv + j] * kh[i];
+    for (const auto& [i, ki] : k) {
+      if (ki == 0) continue;
+      for (std::int64_t j = 0; j < dv; ++j) kv[j] += s[i * dv + j] * ki;
     }
     for (std::int64_t j = 0; j < dv; ++j) kv[j] = (v[j] - kv[j]) * beta;
-    for (std::int64_t i = 0; i < dk; ++i) {
-      if (kh[i] == 0) continue;
-      for (std::int64_t j = 0; j < dv; ++j) s[i * dv + j] += kh[i] * kv[j];
+    for (const auto& [i, ki] : k) {
+      if (ki == 0) continue;
+      for (std::int64_t j = 0; j < dv; ++j) s[i * dv + j] += ki * kv[j];
     }
     std::fill(o.begin(), o.end(), 0.0f);
-    for (std::int64_t i = 0; i < dk; ++i) {
-      if (qh[i] == 0) continue;
-      for (std::int64_t j = 0; j < dv; ++j) o[j] += s[i * dv + j] * qh[i];
+    for (const auto& [i, qi] : q) {
+      if (qi == 0) continue;
+      for (std::int64_t j = 0; j < dv; ++j) o[j] += s[i * dv + j] * qi;
     }
     // Qwen3_5RMSNormGated: fp32 norm -> dtype -> ·w in dtype -> ·silu(z) in fp32 -> dtype.
     float ss = 0;
     for (std::int64_t j = 0; j < dv; ++j) {
       o[j] = round_to(dtype_, o[j]);
-      ss += o[j] * o[j];
+      if (o[j] != 0) ss += o[j] * o[j];
     }
-    float rr = rsqrt(ss / static_cast<float>(dv) + eps_);
-    float w = dtype_ == DType::kBF16 ? static_cast<float>(g.norm_weight_bf16) : static_cast<float>(g.norm_weight_f32);
-    w = round_to(dtype_, w);
+    const float rr = rsqrt(ss / static_cast<float>(dv) + eps_);
+    const float* z = &t.z_out[static_cast<std::size_t>(h * dv)];
+    float* out = &t.heads_out[static_cast<std::size_t>(h * dv)];
+    // The head's z switches: its smallest nonzero |z| is the one a note per switch would keep.
+    float z_min = std::numeric_limits<float>::infinity();
     for (std::int64_t j = 0; j < dv; ++j) {
-      float zz = z[h * dv + j];
-      if (zz != 0)
-        note(
-            margin.gdn_min, margin.gdn_where, zz, [&] { return "z of head " + std::to_string(h); },
-            &margin.gdn_head_min[static_cast<std::size_t>(h)]);
-      if (o[j] == 0) continue;
-      float y1 = round_to(dtype_, w * round_to(dtype_, o[j] * rr));
-      out[h * dv + j] = round_to(dtype_, y1 * silu(zz));
+      const float a = std::fabs(z[j]);
+      z_min = a != 0 && a < z_min ? a : z_min;
+    }
+    if (z_min != std::numeric_limits<float>::infinity())
+      note(
+          margin.gdn_min, margin.gdn_where, z_min, [&] { return "z of head " + std::to_string(h); },
+          &margin.gdn_head_min[static_cast<std::size_t>(h)]);
+    for (std::int64_t j = 0; j < dv; ++j) {
+      if (o[j] == 0) {
+        out[j] = 0;
+        continue;
+      }
+      const float y1 = round_to(dtype_, p.norm_weight * round_to(dtype_, o[j] * rr));
+      out[j] = round_to(dtype_, y1 * silu(z[j]));
     }
   }
-  return lin(o_[li], out);
+  reference::multiply(p.o, t.heads_out.data(), t.attention_out.data(), dtype_);
+  put_back_zeros(t.projected, p.written.projected);
+  put_back_zeros(t.projected, p.written.activated);  // the conv's outputs
+  put_back_zeros(t.activated, p.written.activated);
+  put_back_zeros(t.z_out, p.written.z);
+  put_back_zeros(t.b_out, p.written.b);
+  put_back_zeros(t.a_out, p.written.a);
+  put_back_zeros(t.heads_out, p.written.heads);
 }
 
-std::vector<float> ReferenceModel::mlp(std::size_t li, const std::vector<float>& x) {
-  const Sparse32& gm = gate_[li];
-  std::vector<float> g = lin(gm, x), u = lin(up_[li], x);
+void ReferenceModel::mlp(std::size_t li) {
+  const Plan& p = plans_[li];
+  Scratch& t = *scratch_;
+  reference::multiply(p.gate, normed_.data(), t.gate_out.data(), dtype_);
+  reference::multiply(p.up, normed_.data(), t.up_out.data(), dtype_);
   LayerMargin& margin = margins_[li];
-  std::vector<float> p(g.size(), 0.0f);
-  for (std::size_t n = 0; n < g.size(); ++n) {
-    if (gm.row_ptr[n] == gm.row_ptr[n + 1] && u[n] == 0) continue;
-    if (g[n] != 0 && std::fabs(g[n]) < margin.mlp_neuron_min[n]) margin.mlp_neuron_min[n] = std::fabs(g[n]);
-    if (g[n] != 0 && std::fabs(g[n]) < margin.mlp_min) {
-      margin.mlp_min = std::fabs(g[n]);
+  // A neuron without weights has gate 0, up 0 and product 0: it keeps the 0 it was created as.
+  for (const std::int32_t n : p.neurons) {
+    const float g = t.gate_out[static_cast<std::size_t>(n)], u = t.up_out[static_cast<std::size_t>(n)];
+    if (g != 0 && std::fabs(g) < margin.mlp_neuron_min[static_cast<std::size_t>(n)])
+      margin.mlp_neuron_min[static_cast<std::size_t>(n)] = std::fabs(g);
+    if (g != 0 && std::fabs(g) < margin.mlp_min) {
+      margin.mlp_min = std::fabs(g);
       const auto& names = layers_[li].mlp.neuron_op;
-      margin.mlp_where = "neuron " + std::to_string(n) + (n < names.size() ? " (" + names[n] + ")" : "");
+      margin.mlp_where = "neuron " + std::to_string(n) + (n < static_cast<std::int32_t>(names.size())
+                                                              ? " (" + names[static_cast<std::size_t>(n)] + ")"
+                                                              : "");
     }
-    float a = round_to(dtype_, silu_in(dtype_, g[n]));
-    p[n] = round_to(dtype_, a * u[n]);
+    // silu(g)·u with u == 0 (or g == 0, silu 0) is a zero of either sign when the other factor is
+    // finite (|g| < 1e38: silu(g) rounded to bf16 cannot overflow), and a zero of either sign adds
+    // nothing to down's sums.
+    const bool zero = (u == 0 && std::fabs(g) < 1e38f) || (g == 0 && std::isfinite(u));
+    t.product[static_cast<std::size_t>(n)] =
+        zero ? 0.0f : round_to(dtype_, round_to(dtype_, silu_in(dtype_, g)) * u);
   }
-  return lin(down_[li], p);
+  reference::multiply(p.down, t.product.data(), t.mlp_out.data(), dtype_);
+  put_back_zeros(t.gate_out, p.written.gate);
+  put_back_zeros(t.up_out, p.written.up);
+  put_back_zeros(t.product, p.written.neurons);
 }
 
 std::vector<float> ReferenceModel::step(const std::vector<float>& x_in) {
-  std::vector<float> x = x_in;
-  for (float& v : x) v = round_to(dtype_, v);
-  if (zeros_.size() != x.size()) zeros_.assign(x.size(), 0.0f);
+  // The plain loops add every layer's output everywhere: x + 0 turns a -0 into +0 and changes
+  // nothing else, so the rows without weights need only that, once.
+  residual_.resize(x_in.size());
+  if (normed_.size() != x_in.size() + 1) normed_.assign(x_in.size() + 1, 0.0f);
+  for (std::size_t i = 0; i < x_in.size(); ++i) residual_[i] = round_to(dtype_, x_in[i]) + 0.0f;
+  const Scratch& t = *scratch_;
   for (std::size_t li = 0; li < layers_.size(); ++li) {
-    std::vector<float> d = gdn(li, rms_norm_zc(x, zeros_, dtype_, eps_));
-    for (std::size_t i = 0; i < x.size(); ++i) x[i] = round_to(dtype_, x[i] + d[i]);
-    d = mlp(li, rms_norm_zc(x, zeros_, dtype_, eps_));
-    for (std::size_t i = 0; i < x.size(); ++i) x[i] = round_to(dtype_, x[i] + d[i]);
+    const Plan& p = plans_[li];
+    norm(residual_, normed_);
+    gdn(li);
+    for (const std::int32_t i : p.o.nonempty)
+      residual_[i] = round_to(dtype_, residual_[i] + t.attention_out[static_cast<std::size_t>(i)]);
+    norm(residual_, normed_);
+    mlp(li);
+    for (const std::int32_t i : p.down.nonempty)
+      residual_[i] = round_to(dtype_, residual_[i] + t.mlp_out[static_cast<std::size_t>(i)]);
   }
-  return x;
+  return residual_;
 }
 
 LayerStateView ReferenceModel::gdn_state(std::size_t layer) const {

@@ -2,10 +2,17 @@
 // SwiGLU MLP and Gated DeltaNet decode step (token by token, conv state, fp32
 // state), in fp32 and in bf16 with the rounding points of QWEN35.md §7
 // (linear layers: fp32 accumulation of exact bf16 products, one rounding).
-// It runs over the sparse weights (only nonzeros are visited) and is the
-// differential oracle for circuits until the LibTorch backend lands.
+// It runs over the sparse weights and is the circuit engine's layer math and
+// the differential oracle of the dense layers on the backend.
+//
+// ReferenceModel visits only what can be nonzero (the rows with weights, the
+// conv channels with taps, the heads and neurons with weights, a key's and a
+// query's nonzero elements) and keeps each layer's order of operations, so its
+// results are those of the plain loops (rms_norm_zc, linear) bit for bit:
+// skipped terms are exact zeros, and adding one changes no sum.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -42,13 +49,17 @@ struct LayerMargin {
 class ReferenceModel {
  public:
   ReferenceModel(const std::vector<Layer>& layers, const sdk::LayerShapes& shapes, DType dtype);
+  ReferenceModel(ReferenceModel&&) noexcept;
+  ReferenceModel& operator=(ReferenceModel&&) = delete;
+  ~ReferenceModel();
 
   // Runs one token (the raw residual, e.g. an embedding row) through every
   // layer and returns the residual after the last one.
   std::vector<float> step(const std::vector<float>& x);
   void reset();
   // One layer's sequence state: the conv window's previous projected inputs [C][kernel-1] and
-  // the recurrent state S [nv][dk][dv].
+  // the recurrent state S [nv][dk][dv]. Only channels with a tap on an earlier token keep their
+  // window (no other channel's is ever read; those stay 0).
   struct LayerState {
     std::vector<float> conv;
     std::vector<float> s;
@@ -71,28 +82,22 @@ class ReferenceModel {
   std::string margin_report() const;  // one line per layer
 
  private:
-  struct Sparse32 {
-    std::vector<std::int64_t> row_ptr;
-    std::vector<std::int32_t> col;
-    std::vector<float> val;
-    std::int64_t rows = 0;
-  };
+  struct Plan;     // one layer's sliced matrices, active channels, heads and neurons (reference.cpp)
+  struct Scratch;  // one layer's projections and outputs
   void reset_state();  // a fresh sequence (every state 0), margins kept
-  Sparse32 prep(const SparseMatrix& m) const;
-  std::vector<float> lin(const Sparse32& m, const std::vector<float>& x) const;
-  std::vector<float> gdn(std::size_t i, const std::vector<float>& x);
-  std::vector<float> mlp(std::size_t i, const std::vector<float>& x);
+  void norm(const std::vector<float>& x, std::vector<float>& y);
+  void gdn(std::size_t layer);
+  void mlp(std::size_t layer);
 
   const std::vector<Layer>& layers_;
   sdk::LayerShapes shapes_;
   DType dtype_;
   float eps_ = kEps;
-  std::vector<Sparse32> qkv_, z_, b_, a_, o_, gate_, up_, down_;
+  std::vector<Plan> plans_;
+  std::unique_ptr<Scratch> scratch_;
   std::vector<LayerState> state_;
-  std::vector<std::vector<std::int64_t>> conv_active_;  // per layer: channels with a nonzero conv tap
-  std::vector<std::vector<char>> head_active_;          // per layer, per value head: has any weight
   std::vector<LayerMargin> margins_;
-  std::vector<float> zeros_;
+  std::vector<float> residual_, normed_;  // normed_ has one more float, always 0 (the padding's column)
 };
 
 }  // namespace qgpu::weights
