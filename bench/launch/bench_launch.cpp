@@ -68,6 +68,8 @@ struct Row {
   // --engine circuit: "exact", "skipped (...)", or the run's one-line error.
   std::string circuit;
   double circuit_s = 0;       // generation time (prompt excluded)
+  // ... of which: the layers (feeding the chosen tokens), scoring the record rows, choosing and checking
+  double layers_s = 0, logits_s = 0, choice_s = 0;
   double circuit_margin = 0;  // smallest winner − runner-up logit over its generated tokens
 
   std::int64_t records() const { return exec + wreg + wmem + sched + sync + cta + halt; }
@@ -242,7 +244,9 @@ class Bench {
       QGPU_ASSIGN_OR_RETURN(std::unique_ptr<sdk::LaunchCodec> codec,
                             core::guarded_call(machine_name_, "encode_launch()",
                                                [&] { return machine_->encode_launch(program, args, *circuit_); }));
-      return core::run_launch(circuit_, std::move(codec), model_host_, mo);
+      if (model_host_ == nullptr && !circuit_engine_)
+        circuit_engine_ = std::make_unique<core::CircuitEngine>(circuit_, mo.dtype);
+      return core::run_launch(circuit_, std::move(codec), model_host_, mo, circuit_engine_.get());
     }();
     if (!r) {
       row.circuit = core::one_line(r.error().to_string());
@@ -258,6 +262,9 @@ class Bench {
     }
     for (const auto& [name, secs] : r->timings)
       if (name == "generate_s") row.circuit_s = secs;
+      else if (name == "generate_layers_s") row.layers_s = secs;
+      else if (name == "generate_logits_s") row.logits_s = secs;
+      else if (name == "generate_choice_s") row.choice_s = secs;
     // The verdict as each launch ends: a long run shows what it has established so far.
     std::fprintf(stderr, "bench: %s: %s, %lld generated tokens, smallest margin %.4g, %.1f ms per token\n",
                  row.name.c_str(), row.circuit.c_str(), static_cast<long long>(row.generated_tokens),
@@ -286,6 +293,7 @@ class Bench {
   Options o_;
   core::ModelHost* model_host_ = nullptr;
   std::shared_ptr<const sdk::MachineCircuit> circuit_;  // compiled for the first launch that runs it
+  std::unique_ptr<core::CircuitEngine> circuit_engine_;  // engine circuit: its layer math, shared by the launches
   std::map<std::string, sdk::KernelModule> modules_;
 };
 
@@ -392,7 +400,7 @@ void print_text(const std::vector<Row>& rows, const Summary& s, int skipped, con
               o.dtype.c_str());
   int exact = 0, failed = 0, skipped_long = 0;
   std::int64_t tokens = 0;
-  double secs = 0, margin = 0;
+  double secs = 0, margin = 0, layers = 0, logits = 0, choice = 0;
   for (const Row& r : rows) {
     if (r.circuit == "exact")
       std::printf("  %-32s exact (margin %.4g)\n", r.name.c_str(), r.circuit_margin);
@@ -403,6 +411,9 @@ void print_text(const std::vector<Row>& rows, const Summary& s, int skipped, con
       ++exact;
       tokens += r.generated_tokens;
       secs += r.circuit_s;
+      layers += r.layers_s;
+      logits += r.logits_s;
+      choice += r.choice_s;
     } else if (r.circuit.rfind("skipped", 0) == 0) {
       ++skipped_long;
     } else {
@@ -417,6 +428,14 @@ void print_text(const std::vector<Row>& rows, const Summary& s, int skipped, con
       o.model ? "model" : "circuit", exact, static_cast<long long>(tokens),
       secs > 0 ? static_cast<double>(tokens) / secs : 0.0, margin, failed, skipped_long,
       static_cast<double>(ru.ru_maxrss) / (1 << 20));
+  if (tokens > 0 && secs > 0) {
+    const double per = 1e3 / static_cast<double>(tokens);
+    std::printf(
+        "  per generated token: %.3f ms = layers %.3f ms (%.0f%%) + scoring the record rows %.3f ms (%.0f%%) + "
+        "choosing, checking and decoding %.3f ms (%.0f%%) + the rest %.3f ms\n",
+        secs * per, layers * per, 100 * layers / secs, logits * per, 100 * logits / secs, choice * per,
+        100 * choice / secs, (secs - layers - logits - choice) * per);
+  }
   if (skipped > 0)
     std::printf("not measured: %d rejection cases (launches the machine must refuse; nothing runs)\n", skipped);
 }
@@ -426,6 +445,9 @@ nlohmann::ordered_json row_json(const Row& r) {
   if (!r.circuit.empty()) {
     j["circuit"] = r.circuit;
     j["circuit_generate_s"] = r.circuit_s;
+    j["circuit_layers_s"] = r.layers_s;
+    j["circuit_logits_s"] = r.logits_s;
+    j["circuit_choice_s"] = r.choice_s;
     if (r.circuit == "exact") j["circuit_min_margin"] = r.circuit_margin;
   }
   if (!r.kernel.empty()) {

@@ -10,6 +10,7 @@
 #include "qgpu/weights/choice.h"
 #include "qgpu/weights/numerics.h"
 #include "qgpu/weights/reference.h"
+#include "qgpu/weights/row_sums.h"
 
 namespace qgpu::core {
 namespace {
@@ -77,13 +78,45 @@ sdk::Status merge_circuit(ModelHost& model, std::shared_ptr<const sdk::MachineCi
   return sdk::Status::ok();
 }
 
+namespace {
+std::string margin_text(double margin) {
+  char text[64];
+  std::snprintf(text, sizeof text, "margin %g; ", margin);
+  return text;
+}
+}  // namespace
+
+struct CircuitEngine::Parts {
+  std::shared_ptr<const sdk::MachineCircuit> circuit;
+  sdk::DType dtype;
+  weights::ReferenceModel layers;
+  std::unique_ptr<weights::RowSums> scorer;               // the unembedding's rows, built at the first choice
+  std::map<std::int64_t, std::vector<float>> embeddings;  // record rows' embeddings, as fed
+};
+
+CircuitEngine::CircuitEngine(std::shared_ptr<const sdk::MachineCircuit> circuit, sdk::DType dtype)
+    : p_(std::make_unique<Parts>(Parts{circuit, dtype,
+                                       weights::ReferenceModel(circuit->compiled().layers,
+                                                               circuit->compiled().target.shapes, layer_dtype(dtype)),
+                                       nullptr,
+                                       {}})) {}
+CircuitEngine::~CircuitEngine() = default;
+const std::shared_ptr<const sdk::MachineCircuit>& CircuitEngine::circuit() const {
+  return p_->circuit;
+}
+sdk::DType CircuitEngine::dtype() const {
+  return p_->dtype;
+}
+
 struct LaunchSession::State {
   std::shared_ptr<const sdk::MachineCircuit> circuit;
   std::unique_ptr<sdk::LaunchCodec> codec;
   ModelRunOptions options;
   ModelHost* model = nullptr;                           // engine model
-  std::unique_ptr<weights::ReferenceModel> reference;  // engine circuit
+  CircuitEngine::Parts* engine = nullptr;        // engine circuit
+  std::unique_ptr<CircuitEngine> own_engine;     // the same where the caller gave none
   std::vector<float> residual;  // engine circuit: after the last token fed
+  std::vector<double> sums;     // engine circuit: the record rows' sums before the residual unit's division
   std::vector<float> logits;    // after the last token fed: over the text rows (model), then the record rows
   std::int64_t text_rows = 0;  // engine model: the base's vocabulary; record r is token id text_rows + r
   std::int64_t prompt_tokens = 0;
@@ -93,8 +126,13 @@ struct LaunchSession::State {
   bool halted = false;
   sdk::ExpectedLaunch expected;  // check: the interpreter's stream and arrays
   double prompt_s = 0, generate_s = 0, readback_s = 0;
+  // Where generating spends its time: the layers (feeding each chosen token), scoring the
+  // record rows (engine circuit), choosing and checking a token and the codec's bookkeeping.
+  struct {
+    double layers_s = 0, logits_s = 0, choice_s = 0;
+  } profile;
 
-  std::string engine() const { return model != nullptr ? "model" : "circuit"; }
+  std::string engine_name() const { return model != nullptr ? "model" : "circuit"; }
   std::int64_t first_id() const { return model != nullptr ? text_rows : circuit->first_id(); }
 
   // Feeds record rows. The merged model takes them in one call; the circuit alone steps the
@@ -107,8 +145,12 @@ struct LaunchSession::State {
       return sdk::Status::ok();
     }
     for (std::int64_t row : rows) {
-      QGPU_ASSIGN_OR_RETURN(std::vector<float> x, circuit->embedding(row));
-      residual = reference->step(x);
+      auto it = engine->embeddings.find(row);
+      if (it == engine->embeddings.end()) {
+        QGPU_ASSIGN_OR_RETURN(std::vector<float> x, circuit->embedding(row));
+        it = engine->embeddings.emplace(row, std::move(x)).first;
+      }
+      residual = engine->layers.step(it->second);
     }
     logits.clear();
     return sdk::Status::ok();
@@ -116,14 +158,10 @@ struct LaunchSession::State {
   // The logits after the last token fed (engine circuit: the record rows scored now).
   std::span<const float> current_logits() {
     if (model != nullptr || !logits.empty()) return logits;
-    const weights::SparseMatrix& u = circuit->unembedding();
-    logits.assign(static_cast<std::size_t>(u.rows), 0.0f);
-    for (std::int64_t r = 0; r < u.rows; ++r) {
-      double acc = 0;
-      for (std::int64_t p = u.row_ptr[r]; p < u.row_ptr[r + 1]; ++p)
-        acc += u.val[p] * residual[static_cast<std::size_t>(u.col[p])];
-      logits[static_cast<std::size_t>(r)] = static_cast<float>(acc / weights::kResidualUnit);
-    }
+    if (!engine->scorer) engine->scorer = std::make_unique<weights::RowSums>(circuit->unembedding());
+    engine->scorer->compute(residual.data(), sums);
+    logits.resize(sums.size());
+    for (std::size_t r = 0; r < sums.size(); ++r) logits[r] = static_cast<float>(sums[r] / weights::kResidualUnit);
     return logits;
   }
   // "last records: A | B | C": up to three generated records before the failure.
@@ -141,7 +179,8 @@ LaunchSession::~LaunchSession() = default;
 
 sdk::Expected<std::unique_ptr<LaunchSession>> LaunchSession::start(std::shared_ptr<const sdk::MachineCircuit> circuit,
                                                                    std::unique_ptr<sdk::LaunchCodec> codec,
-                                                                   ModelHost* model, const ModelRunOptions& options) {
+                                                                   ModelHost* model, const ModelRunOptions& options,
+                                                                   CircuitEngine* engine) {
   if (!circuit || !codec) return sdk::internal_error("a launch session needs the machine's circuit and codec");
   if (options.dtype != sdk::DType::kF32 && options.dtype != sdk::DType::kBF16)
     return sdk::invalid_argument("dtype '" + std::string(sdk::dtype_name(options.dtype)) +
@@ -167,10 +206,16 @@ sdk::Expected<std::unique_ptr<LaunchSession>> LaunchSession::start(std::shared_p
     model->reset();  // merged by an earlier launch: a new sequence
   else if (model != nullptr)
     QGPU_RETURN_IF_ERROR(merge_circuit(*model, s->circuit, options.on_progress));
-  else
-    s->reference = std::make_unique<weights::ReferenceModel>(s->circuit->compiled().layers,
-                                                             s->circuit->compiled().target.shapes,
-                                                             layer_dtype(options.dtype));
+  else if (engine != nullptr && (engine->circuit() != s->circuit || engine->dtype() != options.dtype))
+    return sdk::internal_error("a launch session was given a circuit engine prepared for another circuit or dtype");
+  if (model == nullptr) {
+    if (engine == nullptr) {
+      s->own_engine = std::make_unique<CircuitEngine>(s->circuit, options.dtype);
+      engine = s->own_engine.get();
+    }
+    s->engine = engine->p_.get();
+    s->engine->layers.reset();  // a new sequence
+  }
   return std::unique_ptr<LaunchSession>(new LaunchSession(std::move(s)));
 }
 
@@ -189,7 +234,7 @@ sdk::Status LaunchSession::feed_prompt() {
   }
   s.prompt_tokens = static_cast<std::int64_t>(s.prompt_rows.size());
   s.prompt_s = seconds_since(t0);
-  say(s.options.on_progress, s.engine() + ": fed the prompt: " + std::to_string(prompt.size()) + " records, " +
+  say(s.options.on_progress, s.engine_name() + ": fed the prompt: " + std::to_string(prompt.size()) + " records, " +
                                  std::to_string(s.prompt_tokens) + " tokens");
   return sdk::Status::ok();
 }
@@ -216,7 +261,7 @@ sdk::Status LaunchSession::generate() {
     s.options.on_step(p);
   };
   for (std::size_t step = 0;; ++step) {
-    const std::string at = "generated token " + std::to_string(step);
+    const auto at = [step] { return "generated token " + std::to_string(step); };
     if (s.options.cancel != nullptr && s.options.cancel->load())
       return sdk::cancelled("stopped after " + std::to_string(step) + " generated tokens (" +
                             std::to_string(s.records.size()) + " records, " + std::to_string(warp_instructions) +
@@ -233,28 +278,29 @@ sdk::Status LaunchSession::generate() {
     // against the expected one.
     auto check_failure = [&](const std::string& got, const std::string& margin) {
       const std::string where = s.codec->mismatch(s.expected.rows, s.generated, got);
-      if (where.empty()) return sdk::internal_error("--check: " + at + ": the streams differ (" + got + ")");
+      if (where.empty()) return sdk::internal_error("--check: " + at() + ": the streams differ (" + got + ")");
       return sdk::internal_error("--check: " + where + " (" + margin + s.last_records() + ")");
     };
+    auto clock = Clock::now();
     const std::span<const float> logits = s.current_logits();
+    s.profile.logits_s += seconds_since(clock);
+    clock = Clock::now();
     if (static_cast<std::int64_t>(logits.size()) != s.text_rows + s.circuit->records())
-      return sdk::internal_error(at + ": " + std::to_string(logits.size()) + " logits for " +
+      return sdk::internal_error(at() + ": " + std::to_string(logits.size()) + " logits for " +
                                  std::to_string(s.text_rows) + " text rows and " +
                                  std::to_string(s.circuit->records()) + " record rows");
     auto chosen = weights::choose(logits, s.text_rows);
     if (!chosen) {
       if (s.options.check) return check_failure("no token (" + chosen.status().message() + ")", "");
-      return chosen.status().with_context(at + " (" + s.last_records() + ")");
+      return chosen.status().with_context(at() + " (" + s.last_records() + ")");
     }
-    char margin[64];
-    std::snprintf(margin, sizeof margin, "margin %g; ", chosen->margin);
     const std::int64_t row = chosen->offset;
     s.min_margin = step == 0 ? chosen->margin : std::min(s.min_margin, chosen->margin);
     s.generated.push_back(row);
     if (s.options.check && (step >= s.expected.rows.size() || s.expected.rows[step] != row))
-      return check_failure("", margin);
+      return check_failure("", margin_text(chosen->margin));
     auto token = s.codec->accept(row);
-    if (!token) return token.status().with_context(at + " (" + s.last_records() + ")");
+    if (!token) return token.status().with_context(at() + " (" + s.last_records() + ")");
     if (token->complete) {
       s.records.push_back(token->record);
       auto& named = by_kind[token->kind];
@@ -264,15 +310,18 @@ sdk::Status LaunchSession::generate() {
       if (s.options.trace && s.options.on_record) s.options.on_record(s.records.back());
       if (token->halt) break;  // nothing reads what HALT's pass would do
     }
+    s.profile.choice_s += seconds_since(clock);
+    clock = Clock::now();
     const std::int64_t one[1] = {row};
     sdk::Status st = s.feed(one);
-    if (!st.is_ok()) return st.with_context(at + " (" + s.last_records() + ")");
+    s.profile.layers_s += seconds_since(clock);
+    if (!st.is_ok()) return st.with_context(at() + " (" + s.last_records() + ")");
   }
   s.halted = true;
   s.generate_s = seconds_since(t0);
   progress(true);
   char line[160];
-  std::snprintf(line, sizeof line, "%s: HALT after %zu generated tokens (%.1f ms per token)", s.engine().c_str(),
+  std::snprintf(line, sizeof line, "%s: HALT after %zu generated tokens (%.1f ms per token)", s.engine_name().c_str(),
                 s.generated.size(), 1e3 * s.generate_s / static_cast<double>(s.generated.size()));
   say(s.options.on_progress, line);
   return sdk::Status::ok();
@@ -287,7 +336,7 @@ sdk::Expected<std::vector<sdk::LaunchArg>> LaunchSession::read_arrays() {
     if (!v) return v.status().with_context("reading the merged model's state");
     state = std::move(*v);
   } else {
-    state = s.reference->state_view();
+    state = s.engine->layers.state_view();
   }
   auto arrays = s.codec->read_arrays(state);
   s.readback_s = seconds_since(t0);
@@ -329,14 +378,19 @@ sdk::Expected<ModelRunResult> LaunchSession::finish() {
   r.min_margin = s.min_margin;
   r.timings = s.circuit->timings();
   r.timings.insert(r.timings.end(),
-                   {{"prompt_s", s.prompt_s}, {"generate_s", s.generate_s}, {"readback_s", s.readback_s}});
+                   {{"prompt_s", s.prompt_s},
+                    {"generate_s", s.generate_s},
+                    {"generate_layers_s", s.profile.layers_s},
+                    {"generate_logits_s", s.profile.logits_s},
+                    {"generate_choice_s", s.profile.choice_s},
+                    {"readback_s", s.readback_s}});
   r.stats = {{"prompt_tokens", r.prompt_tokens}, {"generated_tokens", r.generated_tokens}};
   const auto circuit_stats = s.circuit->stats();
   r.stats.insert(r.stats.end(), circuit_stats.begin(), circuit_stats.end());
   // The layers' smallest switch margins over the run (a bf16-exact step keeps >= 128).
   double mlp = 1e30, gdn = 1e30;
-  if (s.reference)
-    for (const weights::LayerMargin& m : s.reference->margins()) {
+  if (s.engine != nullptr)
+    for (const weights::LayerMargin& m : s.engine->layers.margins()) {
       mlp = std::min(mlp, m.mlp_min);
       gdn = std::min(gdn, m.gdn_min);
     }
@@ -347,9 +401,9 @@ sdk::Expected<ModelRunResult> LaunchSession::finish() {
 
 sdk::Expected<ModelRunResult> run_launch(std::shared_ptr<const sdk::MachineCircuit> circuit,
                                          std::unique_ptr<sdk::LaunchCodec> codec, ModelHost* model,
-                                         const ModelRunOptions& options) {
+                                         const ModelRunOptions& options, CircuitEngine* engine) {
   QGPU_ASSIGN_OR_RETURN(std::unique_ptr<LaunchSession> session,
-                        LaunchSession::start(std::move(circuit), std::move(codec), model, options));
+                        LaunchSession::start(std::move(circuit), std::move(codec), model, options, engine));
   QGPU_RETURN_IF_ERROR(session->feed_prompt());
   QGPU_RETURN_IF_ERROR(session->generate());
   return session->finish();

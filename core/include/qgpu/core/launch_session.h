@@ -85,17 +85,39 @@ sdk::Expected<std::shared_ptr<const sdk::MachineCircuit>> machine_circuit(
 sdk::Status merge_circuit(ModelHost& model, std::shared_ptr<const sdk::MachineCircuit> circuit,
                           const std::function<void(std::string_view)>& on_progress);
 
+// Engine circuit's prepared layer math: the compiled layers on the reference layer math
+// (weights::ReferenceModel, their matrices sliced for it), the record rows' scorer and the
+// embeddings fed so far. Preparing takes a fraction of a second; the launches on one circuit and
+// dtype share one, each on a new sequence. One launch uses it at a time.
+class CircuitEngine {
+ public:
+  CircuitEngine(std::shared_ptr<const sdk::MachineCircuit> circuit, sdk::DType dtype);
+  ~CircuitEngine();
+  CircuitEngine(const CircuitEngine&) = delete;
+  CircuitEngine& operator=(const CircuitEngine&) = delete;
+
+  const std::shared_ptr<const sdk::MachineCircuit>& circuit() const;
+  sdk::DType dtype() const;
+
+ private:
+  friend class LaunchSession;
+  struct Parts;
+  std::unique_ptr<Parts> p_;
+};
+
 class LaunchSession {
  public:
   ~LaunchSession();
   LaunchSession(const LaunchSession&) = delete;
   LaunchSession& operator=(const LaunchSession&) = delete;
 
-  // A launch of `codec` on `circuit`: alone on the reference layer math when `model` is null, else
-  // on `model` (merging the circuit unless it holds it already: then a new sequence).
+  // A launch of `codec` on `circuit`: alone on the reference layer math when `model` is null (on
+  // `engine` where given: it must be the circuit's, in options.dtype; else on one prepared for this
+  // launch), else on `model` (merging the circuit unless it holds it already: then a new sequence).
   static sdk::Expected<std::unique_ptr<LaunchSession>> start(std::shared_ptr<const sdk::MachineCircuit> circuit,
                                                              std::unique_ptr<sdk::LaunchCodec> codec,
-                                                             ModelHost* model, const ModelRunOptions& options);
+                                                             ModelHost* model, const ModelRunOptions& options,
+                                                             CircuitEngine* engine = nullptr);
 
   sdk::Status feed_prompt();  // every prompt record's tokens (LAUNCH ... RUN)
   // Generates until HALT (after feed_prompt); with check, compares each token with the
@@ -117,6 +139,6 @@ class LaunchSession {
 // start + feed_prompt + generate + finish.
 sdk::Expected<ModelRunResult> run_launch(std::shared_ptr<const sdk::MachineCircuit> circuit,
                                          std::unique_ptr<sdk::LaunchCodec> codec, ModelHost* model,
-                                         const ModelRunOptions& options);
+                                         const ModelRunOptions& options, CircuitEngine* engine = nullptr);
 
 }  // namespace qgpu::core

@@ -72,6 +72,7 @@ class Launcher {
   std::string frontend_name_, machine_name_;
   std::unique_ptr<LoadedMerge> merge_;
   std::shared_ptr<const sdk::MachineCircuit> circuit_;
+  std::unique_ptr<CircuitEngine> circuit_engine_;  // engine circuit: shared by the launches
 };
 
 // The kernel `wanted` of a compiled file, or its only kernel when `wanted` is empty; errors name
