@@ -90,7 +90,12 @@ struct CircuitEngine::Parts {
   std::shared_ptr<const sdk::MachineCircuit> circuit;
   sdk::DType dtype;
   weights::ReferenceModel layers;
-  std::unique_ptr<weights::RowSums> scorer;               // the unembedding's rows, built at the first choice
+  // The unembedding's rows by shared prefixes: about 5x fewer terms than the plain loop over each
+  // row, but building it costs about 100 such loops, so the first kScoredPlainly choices on an
+  // engine take the plain loop (the same sums, bit for bit) and a longer run builds it.
+  static constexpr std::int64_t kScoredPlainly = 100;
+  std::unique_ptr<weights::RowSums> scorer;
+  std::int64_t scored = 0;
   std::map<std::int64_t, std::vector<float>> embeddings;  // record rows' embeddings, as fed
 };
 
@@ -98,8 +103,7 @@ CircuitEngine::CircuitEngine(std::shared_ptr<const sdk::MachineCircuit> circuit,
     : p_(std::make_unique<Parts>(Parts{circuit, dtype,
                                        weights::ReferenceModel(circuit->compiled().layers,
                                                                circuit->compiled().target.shapes, layer_dtype(dtype)),
-                                       nullptr,
-                                       {}})) {}
+                                       nullptr, 0, {}})) {}
 CircuitEngine::~CircuitEngine() = default;
 const std::shared_ptr<const sdk::MachineCircuit>& CircuitEngine::circuit() const {
   return p_->circuit;
@@ -158,8 +162,20 @@ struct LaunchSession::State {
   // The logits after the last token fed (engine circuit: the record rows scored now).
   std::span<const float> current_logits() {
     if (model != nullptr || !logits.empty()) return logits;
-    if (!engine->scorer) engine->scorer = std::make_unique<weights::RowSums>(circuit->unembedding());
-    engine->scorer->compute(residual.data(), sums);
+    const weights::SparseMatrix& u = circuit->unembedding();
+    if (!engine->scorer && ++engine->scored > CircuitEngine::Parts::kScoredPlainly)
+      engine->scorer = std::make_unique<weights::RowSums>(u);
+    if (engine->scorer) {
+      engine->scorer->compute(residual.data(), sums);
+    } else {
+      sums.assign(static_cast<std::size_t>(u.rows), 0.0);
+      for (std::int64_t r = 0; r < u.rows; ++r) {
+        double acc = 0;
+        for (std::int64_t p = u.row_ptr[r]; p < u.row_ptr[r + 1]; ++p)
+          acc += u.val[static_cast<std::size_t>(p)] * residual[static_cast<std::size_t>(u.col[p])];
+        sums[static_cast<std::size_t>(r)] = acc;
+      }
+    }
     logits.resize(sums.size());
     for (std::size_t r = 0; r < sums.size(); ++r) logits[r] = static_cast<float>(sums[r] / weights::kResidualUnit);
     return logits;
