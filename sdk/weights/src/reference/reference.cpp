@@ -105,15 +105,11 @@ std::vector<std::pair<std::int32_t, std::int32_t>> runs(const std::vector<std::i
 void put_back_zeros(std::vector<float>& v, const std::vector<std::pair<std::int32_t, std::int32_t>>& written) {
   for (const auto& [begin, end] : written) std::fill(v.begin() + begin, v.begin() + end, 0.0f);
 }
-}  // namespace
 
-namespace {
 std::vector<float> zeros(std::int64_t n) {
   return std::vector<float>(static_cast<std::size_t>(n), 0.0f);
 }
-}  // namespace
 
-namespace {
 // Gated DeltaNet's decay: exp(-exp(A_log) · softplus(a + dt_bias)), given a + dt_bias.
 float decay(float a_log, float a_plus_bias) {
   return std::exp(-std::exp(a_log) * softplus(a_plus_bias));
@@ -280,9 +276,7 @@ void note(double& best, std::string& where, float v, Name&& what, double* own = 
     where = what();
   }
 }
-}  // namespace
 
-namespace {
 // The sum of x's squares, each rounded to fp32, where every square is an integer and the sum is
 // below 2^24: then every partial sum is an exact fp32 integer and any order of adding gives the
 // same float, so sixteen lanes may add them. False where that does not hold; a sum that reaches
