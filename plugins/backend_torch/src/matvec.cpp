@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 namespace qgpu::torch_backend::matvec {
 namespace {
@@ -132,6 +133,153 @@ __attribute__((target("avx512f"))) void rows_avx512_f32(const float* w, const fl
   }
 }
 
+// Rows [begin, end) of Y = X Wᵀ for G rows of x (row g at x + g·in, its outputs at y + g·out).
+// Each W row is loaded once for all G rows, which is what makes a few rows cost about what one
+// does; the loops over g unroll fully, so the 2·G accumulators stay in registers. Every output is the one-row kernels' own chain above (the same lanes, the same order of
+// multiply-adds, the same final tree), so a row's result is bit for bit what the one-row call
+// gives, whatever the rows beside it.
+template <int G>
+__attribute__((target("avx512f"))) void group_avx512_f32(const float* w, const float* x, std::int64_t in,
+                                                         std::int64_t begin, std::int64_t end, float* y,
+                                                         std::int64_t out) {
+  const std::int64_t full = in / 16 * 16;
+  const __mmask16 tail = static_cast<__mmask16>((1u << (in - full)) - 1);
+  std::int64_t n = begin;
+  for (; n + 2 <= end; n += 2) {
+    const float* w0 = w + n * in;
+    const float* w1 = w0 + in;
+    __m512 a[G], b[G];
+    #pragma GCC unroll 8
+    for (int g = 0; g < G; ++g) a[g] = b[g] = _mm512_setzero_ps();
+    for (std::int64_t k = 0; k < full; k += 16) {
+      const __m512 v0 = _mm512_loadu_ps(w0 + k), v1 = _mm512_loadu_ps(w1 + k);
+      #pragma GCC unroll 8
+      for (int g = 0; g < G; ++g) {
+        const __m512 xv = _mm512_loadu_ps(x + g * in + k);
+        a[g] = _mm512_fmadd_ps(v0, xv, a[g]);
+        b[g] = _mm512_fmadd_ps(v1, xv, b[g]);
+      }
+    }
+    if (tail) {
+      const __m512 v0 = _mm512_maskz_loadu_ps(tail, w0 + full), v1 = _mm512_maskz_loadu_ps(tail, w1 + full);
+      #pragma GCC unroll 8
+      for (int g = 0; g < G; ++g) {
+        const __m512 xv = _mm512_maskz_loadu_ps(tail, x + g * in + full);
+        a[g] = _mm512_fmadd_ps(v0, xv, a[g]);
+        b[g] = _mm512_fmadd_ps(v1, xv, b[g]);
+      }
+    }
+    #pragma GCC unroll 8
+    for (int g = 0; g < G; ++g) {
+      y[g * out + n] = _mm512_reduce_add_ps(a[g]);
+      y[g * out + n + 1] = _mm512_reduce_add_ps(b[g]);
+    }
+  }
+  for (; n < end; ++n) {
+    const float* w0 = w + n * in;
+    __m512 a[G];
+    #pragma GCC unroll 8
+    for (int g = 0; g < G; ++g) a[g] = _mm512_setzero_ps();
+    for (std::int64_t k = 0; k < full; k += 16) {
+      const __m512 v0 = _mm512_loadu_ps(w0 + k);
+      #pragma GCC unroll 8
+      for (int g = 0; g < G; ++g) a[g] = _mm512_fmadd_ps(v0, _mm512_loadu_ps(x + g * in + k), a[g]);
+    }
+    if (tail) {
+      const __m512 v0 = _mm512_maskz_loadu_ps(tail, w0 + full);
+      #pragma GCC unroll 8
+      for (int g = 0; g < G; ++g) a[g] = _mm512_fmadd_ps(v0, _mm512_maskz_loadu_ps(tail, x + g * in + full), a[g]);
+    }
+    #pragma GCC unroll 8
+    for (int g = 0; g < G; ++g) y[g * out + n] = _mm512_reduce_add_ps(a[g]);
+  }
+}
+
+// The bf16 twin (vdpbf16ps, rounded once to bf16), same structure.
+template <int G>
+QGPU_AVX512_BF16 void group_avx512_bf16(const std::uint16_t* w, const std::uint16_t* x, std::int64_t in,
+                                        std::int64_t begin, std::int64_t end, c10::BFloat16* y, std::int64_t out) {
+  const std::int64_t full = in / kLanes * kLanes;
+  const __mmask32 tail = static_cast<__mmask32>((1ull << (in - full)) - 1);
+  std::int64_t n = begin;
+  for (; n + 2 <= end; n += 2) {
+    const std::uint16_t* w0 = w + n * in;
+    const std::uint16_t* w1 = w0 + in;
+    __m512 a[G], b[G];
+    #pragma GCC unroll 8
+    for (int g = 0; g < G; ++g) a[g] = b[g] = _mm512_setzero_ps();
+    for (std::int64_t k = 0; k < full; k += kLanes) {
+      const __m512bh v0 = load_bf16(w0 + k), v1 = load_bf16(w1 + k);
+      #pragma GCC unroll 8
+      for (int g = 0; g < G; ++g) {
+        const __m512bh xv = load_bf16(x + g * in + k);
+        a[g] = _mm512_dpbf16_ps(a[g], v0, xv);
+        b[g] = _mm512_dpbf16_ps(b[g], v1, xv);
+      }
+    }
+    if (tail) {
+      const __m512bh v0 = load_bf16_tail(w0 + full, tail), v1 = load_bf16_tail(w1 + full, tail);
+      #pragma GCC unroll 8
+      for (int g = 0; g < G; ++g) {
+        const __m512bh xv = load_bf16_tail(x + g * in + full, tail);
+        a[g] = _mm512_dpbf16_ps(a[g], v0, xv);
+        b[g] = _mm512_dpbf16_ps(b[g], v1, xv);
+      }
+    }
+    #pragma GCC unroll 8
+    for (int g = 0; g < G; ++g) {
+      y[g * out + n] = c10::BFloat16(_mm512_reduce_add_ps(a[g]));
+      y[g * out + n + 1] = c10::BFloat16(_mm512_reduce_add_ps(b[g]));
+    }
+  }
+  for (; n < end; ++n) {
+    const std::uint16_t* w0 = w + n * in;
+    __m512 a[G];
+    #pragma GCC unroll 8
+    for (int g = 0; g < G; ++g) a[g] = _mm512_setzero_ps();
+    for (std::int64_t k = 0; k < full; k += kLanes) {
+      const __m512bh v0 = load_bf16(w0 + k);
+      #pragma GCC unroll 8
+      for (int g = 0; g < G; ++g) a[g] = _mm512_dpbf16_ps(a[g], v0, load_bf16(x + g * in + k));
+    }
+    if (tail) {
+      const __m512bh v0 = load_bf16_tail(w0 + full, tail);
+      #pragma GCC unroll 8
+      for (int g = 0; g < G; ++g) a[g] = _mm512_dpbf16_ps(a[g], v0, load_bf16_tail(x + g * in + full, tail));
+    }
+    #pragma GCC unroll 8
+    for (int g = 0; g < G; ++g) y[g * out + n] = c10::BFloat16(_mm512_reduce_add_ps(a[g]));
+  }
+}
+
+// Rows [begin, end) of the outputs for x's `rows` rows, in groups of at most kGroup.
+constexpr std::int64_t kGroup = 8;
+
+template <typename T, typename Y>
+void rows_grouped(const T* w, const T* x, std::int64_t rows, std::int64_t in, std::int64_t begin, std::int64_t end,
+                  Y* y, std::int64_t out) {
+  for (std::int64_t m = 0; m < rows; m += kGroup) {
+    const T* xg = x + m * in;
+    Y* yg = y + m * out;
+    const auto run = [&]<int G>() {
+      if constexpr (std::is_same_v<T, float>)
+        group_avx512_f32<G>(w, xg, in, begin, end, yg, out);
+      else
+        group_avx512_bf16<G>(w, xg, in, begin, end, yg, out);
+    };
+    switch (std::min(kGroup, rows - m)) {
+      case 1: run.template operator()<1>(); break;
+      case 2: run.template operator()<2>(); break;
+      case 3: run.template operator()<3>(); break;
+      case 4: run.template operator()<4>(); break;
+      case 5: run.template operator()<5>(); break;
+      case 6: run.template operator()<6>(); break;
+      case 7: run.template operator()<7>(); break;
+      default: run.template operator()<8>(); break;
+    }
+  }
+}
+
 #endif  // QGPU_MATVEC_X86
 
 }  // namespace
@@ -161,8 +309,9 @@ bool applies(const at::Tensor& x, const at::Tensor& weight) {
                                                                 : false)) {
     return false;
   }
-  return x.dim() >= 1 && x.numel() == x.size(-1) && weight.dim() == 2 && weight.size(1) == x.size(-1) &&
-         weight.size(0) > 0 && x.device().is_cpu() && weight.device().is_cpu() && weight.is_contiguous();
+  return x.dim() >= 1 && x.size(-1) > 0 && x.numel() > 0 && x.numel() <= kMaxRows * x.size(-1) &&
+         weight.dim() == 2 && weight.size(1) == x.size(-1) && weight.size(0) > 0 && x.device().is_cpu() &&
+         weight.device().is_cpu() && weight.is_contiguous();
 }
 
 at::Tensor matvec(const at::Tensor& x, const at::Tensor& weight) {
@@ -175,16 +324,27 @@ at::Tensor matvec(const at::Tensor& x, const at::Tensor& weight) {
   const std::int64_t grain =
       std::max<std::int64_t>(4, (std::int64_t{1} << 16) / std::max<std::int64_t>(in * weight.element_size(), 1));
 #ifdef QGPU_MATVEC_X86
+  const std::int64_t rows = x.numel() / in;
   if (x.scalar_type() == at::kBFloat16) {
     const auto* xp = reinterpret_cast<const std::uint16_t*>(xc.data_ptr<c10::BFloat16>());
     const auto* wp = reinterpret_cast<const std::uint16_t*>(weight.data_ptr<c10::BFloat16>());
     auto* yp = y.data_ptr<c10::BFloat16>();
-    at::parallel_for(0, out, grain, [&](std::int64_t b, std::int64_t e) { rows_avx512_bf16(wp, xp, in, b, e, yp); });
+    at::parallel_for(0, out, grain, [&](std::int64_t b, std::int64_t e) {
+      if (rows == 1)
+        rows_avx512_bf16(wp, xp, in, b, e, yp);
+      else
+        rows_grouped(wp, xp, rows, in, b, e, yp, out);
+    });
   } else {
     const float* xp = xc.data_ptr<float>();
     const float* wp = weight.data_ptr<float>();
     float* yp = y.data_ptr<float>();
-    at::parallel_for(0, out, grain, [&](std::int64_t b, std::int64_t e) { rows_avx512_f32(wp, xp, in, b, e, yp); });
+    at::parallel_for(0, out, grain, [&](std::int64_t b, std::int64_t e) {
+      if (rows == 1)
+        rows_avx512_f32(wp, xp, in, b, e, yp);
+      else
+        rows_grouped(wp, xp, rows, in, b, e, yp, out);
+    });
   }
 #else
   TORCH_CHECK(false, "matvec: not built for this CPU");

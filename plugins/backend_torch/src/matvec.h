@@ -1,4 +1,4 @@
-// One-row Linear (decode's mat-vec) on the CPU with AVX-512. LibTorch 1.13
+// One-row (and few-row) Linear (decode's mat-vec) on the CPU with AVX-512. LibTorch 1.13
 // is slow there: a bf16 row goes through oneDNN's gemm and an fp32 row
 // through BLAS gemv, both well below memory bandwidth for M = 1. A decode
 // step streams every weight once, so the kernel only has to keep loads flowing.
@@ -13,12 +13,18 @@ namespace qgpu::torch_backend::matvec {
 bool has_avx512_f32();
 bool has_avx512_bf16();
 
-// Whether matvec takes (x, weight): x one row ([in], [1, in], [1, 1, in], any
-// strides), weight [out, in] contiguous, both on the CPU in the same dtype, f32
+// The most rows of x matvec takes: a speculative verification's few positions (core's
+// docs/SPECULATION.md) cost about what one does, each W row loaded once for a group of up
+// to 8 rows. More rows go to the GEMM, whose packing of W pays off there.
+constexpr std::int64_t kMaxRows = 16;
+
+// Whether matvec takes (x, weight): x at most kMaxRows rows ([in], [1, in], [T, in],
+// [1, T, in], any strides), weight [out, in] contiguous, both on the CPU in the same dtype, f32
 // or bf16, and the CPU has that dtype's kernel.
 bool applies(const at::Tensor& x, const at::Tensor& weight);
 
-// y[n] = sum_k x[k] * weight[n, k], shaped like x with the last dimension out.
+// y[t, n] = sum_k x[t, k] * weight[n, k], shaped like x with the last dimension out. Each
+// row's outputs are bit for bit the ones x's row alone gives (the same chain per output).
 // bf16: products exact in fp32 (bf16 x bf16), summed in fp32 (16 lanes of
 // pairs, then a tree across lanes), rounded once to bf16 (to nearest even), as
 // PyTorch's bf16 Linear does up to the summation order. f32: fused

@@ -123,14 +123,16 @@ TEST_F(Bf16Matvec, SameBitsOnOneAndTwoThreads) {
   EXPECT_TRUE(at::equal(one, two));
 }
 
-// project() takes the kernel for one bf16 row only: several rows, f32, a
+// project() takes the kernel for up to kMaxRows rows: more rows, a dtype mismatch, a
 // non-contiguous weight stay on ATen.
 TEST_F(Bf16Matvec, ProjectDispatch) {
   at::manual_seed(3);
   const auto w = at::randn({96, 64}).to(at::kBFloat16);
   const auto x = at::randn({1, 64}).to(at::kBFloat16);
   EXPECT_TRUE(at::equal(ops::project(x, w), matvec::matvec(x, w)));
-  EXPECT_FALSE(matvec::applies(at::randn({2, 64}).to(at::kBFloat16), w));
+  EXPECT_TRUE(matvec::applies(at::randn({2, 64}).to(at::kBFloat16), w));
+  EXPECT_TRUE(matvec::applies(at::randn({1, matvec::kMaxRows, 64}).to(at::kBFloat16), w));
+  EXPECT_FALSE(matvec::applies(at::randn({matvec::kMaxRows + 1, 64}).to(at::kBFloat16), w));
   EXPECT_FALSE(matvec::applies(x, w.to(at::kFloat)));
   EXPECT_FALSE(matvec::applies(at::randn({1, 96}).to(at::kBFloat16), w.t()));
 }
@@ -172,6 +174,33 @@ TEST_F(F32Matvec, ExactOnIntegersAgainstDoubleMatmul) {
   const auto x = at::remainder(at::arange(67, at::kDouble) * 5, 7).sub(3);
   const auto got = matvec::matvec(x.to(at::kFloat), w.to(at::kFloat)).to(at::kDouble);
   EXPECT_TRUE(at::equal(got, at::matmul(w, x)));
+}
+
+// Several rows at once: every row's outputs are bit for bit what that row alone gives (a
+// speculative verification's positions round as one-token steps do in the projections), for
+// every row count up to kMaxRows, an odd number of outputs (the last W row alone) and inputs
+// with a tail, in both dtypes.
+TEST(Matvec, RowsEqualOneRowCallsBitForBit) {
+  for (const auto dtype : {at::kFloat, at::kBFloat16}) {
+    if (!(dtype == at::kFloat ? matvec::has_avx512_f32() : matvec::has_avx512_bf16()))
+      GTEST_SKIP() << "CPU without the " << dtype << " kernel";
+    for (const std::int64_t in : {64, 100, 2048}) {
+      at::manual_seed(in);
+      const auto w = at::randn({37, in}).to(dtype);
+      for (std::int64_t rows = 2; rows <= matvec::kMaxRows; ++rows) {
+        const auto x = (at::randn({rows, in}) * 3).to(dtype);
+        ASSERT_TRUE(matvec::applies(x, w));
+        const auto all = matvec::matvec(x, w);
+        ASSERT_EQ(all.sizes(), (at::IntArrayRef{rows, 37}));
+        for (std::int64_t r = 0; r < rows; ++r)
+          EXPECT_TRUE(at::equal(all[r], matvec::matvec(x[r], w)))
+              << "dtype " << dtype << ", in " << in << ", rows " << rows << ", row " << r;
+      }
+      // [1, T, in] keeps its shape.
+      const auto x3 = at::randn({1, 5, in}).to(dtype);
+      EXPECT_EQ(matvec::matvec(x3, w).sizes(), (at::IntArrayRef{1, 5, 37}));
+    }
+  }
 }
 
 }  // namespace
