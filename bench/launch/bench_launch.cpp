@@ -53,6 +53,9 @@ struct Options {
   std::int64_t max_generated = 2000;  // circuit: skip launches whose stream is longer
   std::int64_t min_generated = 0;     // circuit: skip launches whose stream is shorter
   double min_margin = 0;              // circuit: an exact launch whose smallest margin is below this fails
+  int speculate = 8;                  // model: tokens drafted per verification (0: one forward per token)
+  double verify_slack = -1;           // model: MergeHost's slack for vouching a batched position (<0: its default)
+  bool verify_audit = false;          // model: redo every verification token by token and compare the logits
   std::vector<std::string> kernels;   // --kernel: only these entries or cases (empty: all)
   std::string config = QGPU_CONFIG;
 };
@@ -71,6 +74,8 @@ struct Row {
   // ... of which: the layers (feeding the chosen tokens), scoring the record rows, choosing and checking
   double layers_s = 0, logits_s = 0, choice_s = 0;
   double circuit_margin = 0;  // smallest winner − runner-up logit over its generated tokens
+  // --model with speculation: verifications of the whole model and those redone token by token
+  std::int64_t verifications = 0, redone = 0;
 
   std::int64_t records() const { return exec + wreg + wmem + sched + sync + cta + halt; }
   double per_token() const {
@@ -232,6 +237,7 @@ class Bench {
     core::ModelRunOptions mo;
     mo.dtype = *core::layer_dtype(o_.dtype);
     mo.check = true;
+    mo.speculate = o_.speculate;
     mo.on_progress = [](std::string_view line) {
       std::fprintf(stderr, "%.*s\n", static_cast<int>(line.size()), line.data());
     };
@@ -265,6 +271,9 @@ class Bench {
       else if (name == "generate_layers_s") row.layers_s = secs;
       else if (name == "generate_logits_s") row.logits_s = secs;
       else if (name == "generate_choice_s") row.choice_s = secs;
+    for (const auto& [name, value] : r->stats)
+      if (name == "speculative_verifications") row.verifications = value;
+      else if (name == "speculative_redone") row.redone = value;
     // The verdict as each launch ends: a long run shows what it has established so far.
     std::fprintf(stderr, "bench: %s: %s, %lld generated tokens, smallest margin %.4g, %.1f ms per token\n",
                  row.name.c_str(), row.circuit.c_str(), static_cast<long long>(row.generated_tokens),
@@ -401,6 +410,7 @@ void print_text(const std::vector<Row>& rows, const Summary& s, int skipped, con
   int exact = 0, failed = 0, skipped_long = 0;
   std::int64_t tokens = 0;
   double secs = 0, margin = 0, layers = 0, logits = 0, choice = 0;
+  std::int64_t verifications = 0, redone = 0;
   for (const Row& r : rows) {
     if (r.circuit == "exact")
       std::printf("  %-32s exact (margin %.4g)\n", r.name.c_str(), r.circuit_margin);
@@ -414,6 +424,8 @@ void print_text(const std::vector<Row>& rows, const Summary& s, int skipped, con
       layers += r.layers_s;
       logits += r.logits_s;
       choice += r.choice_s;
+      verifications += r.verifications;
+      redone += r.redone;
     } else if (r.circuit.rfind("skipped", 0) == 0) {
       ++skipped_long;
     } else {
@@ -436,6 +448,11 @@ void print_text(const std::vector<Row>& rows, const Summary& s, int skipped, con
         secs * per, layers * per, 100 * layers / secs, logits * per, 100 * logits / secs, choice * per,
         100 * choice / secs, (secs - layers - logits - choice) * per);
   }
+  if (verifications > 0)
+    std::printf("  speculative: %lld verifications of the whole model, %.2f generated tokens each; %lld redone token "
+                "by token\n",
+                static_cast<long long>(verifications), static_cast<double>(tokens) / static_cast<double>(verifications),
+                static_cast<long long>(redone));
   if (skipped > 0)
     std::printf("not measured: %d rejection cases (launches the machine must refuse; nothing runs)\n", skipped);
 }
@@ -449,6 +466,10 @@ nlohmann::ordered_json row_json(const Row& r) {
     j["circuit_logits_s"] = r.logits_s;
     j["circuit_choice_s"] = r.choice_s;
     if (r.circuit == "exact") j["circuit_min_margin"] = r.circuit_margin;
+    if (r.verifications > 0) {
+      j["speculative_verifications"] = r.verifications;
+      j["speculative_redone"] = r.redone;
+    }
   }
   if (!r.kernel.empty()) {
     j["launch"] = r.name;
@@ -503,6 +524,11 @@ const char* kUsage =
     "  --model        the same with the circuit merged in front of the config's base (run --engine model:\n"
     "                 the model's own logits choose every token; merged once)\n"
     "  --dense        model: the circuit layers dense on the backend (default: exact sparse path on the host)\n"
+    "  --speculate N  model: the circuit layers draft up to N tokens per verification of the whole model (default 8)\n"
+    "  --no-speculate model: one forward of the whole model per generated token\n"
+    "  --verify-slack S      model: the logit slack a batched verification needs to vouch for a position\n"
+    "                 (default 1; a huge value redoes every verification token by token)\n"
+    "  --verify-audit model: also redo every verification token by token; print the largest logit difference\n"
     "  --threads N    model: the backend's intra-op threads (default: the config's backend.threads)\n"
     "  --dtype f32|bf16      the circuit's dtype (default f32)\n"
     "  --max-generated N     circuit: skip launches with more than N generated tokens (default 2000)\n"
@@ -529,6 +555,23 @@ int main_impl(int argc, char** argv) {
       o.circuit = o.model = true;
     } else if (a == "--dense") {
       o.dense = true;
+    } else if (a == "--verify-audit") {
+      o.verify_audit = true;
+    } else if (a == "--no-speculate") {
+      o.speculate = 0;
+    } else if ((a == "--speculate" || a == "--verify-slack") && i + 1 < argc) {
+      char* end = nullptr;
+      const double v = std::strtod(argv[++i], &end);
+      const bool slack = a == "--verify-slack";
+      if (end == argv[i] || *end != '\0' || !(slack ? v >= 0 : (v >= 2 && v <= 256 && v == static_cast<int>(v)))) {
+        std::fprintf(stderr, "qgpu_bench_launch: %s '%s' is not %s\n", slack ? "--verify-slack" : "--speculate",
+                     argv[i], slack ? "a non-negative number" : "an integer in [2, 256]");
+        return 2;
+      }
+      if (slack)
+        o.verify_slack = v;
+      else
+        o.speculate = static_cast<int>(v);
     } else if (a == "--threads" && i + 1 < argc) {
       o.threads = argv[++i];
     } else if (a == "--dtype" && i + 1 < argc) {
@@ -611,6 +654,8 @@ int main_impl(int argc, char** argv) {
     auto m = core::load_merge(**host, backend_options, !o.dense);
     if (!m) return fail("", m.error().to_string());
     merge = std::move(*m);
+    if (o.verify_slack >= 0 && merge->host) merge->host->set_verify_slack(o.verify_slack);
+    if (merge->host) merge->host->set_verify_audit(o.verify_audit);
     bench.set_model_host(merge->model_host());
   }
   std::vector<Row> rows(cases.size());
@@ -618,6 +663,10 @@ int main_impl(int argc, char** argv) {
     if (auto f = bench.measure(*cases[i], rows[i])) return fail(f->where, f->what);
   }
   const Summary s = summarize(rows);
+  if (o.verify_audit && merge && merge->host)
+    std::fprintf(stderr, "bench: audit: batched and token-by-token verification logits differ by at most %.6g over %lld "
+                 "positions (the slack is %g)\n", merge->host->audit_difference(),
+                 static_cast<long long>(merge->host->audited()), o.verify_slack >= 0 ? o.verify_slack : core::MergeHost::kVerifySlack);
   if (o.json) {
     print_json(rows, s, skipped, o);
   } else {

@@ -132,8 +132,10 @@ struct LaunchSession::State {
   double prompt_s = 0, generate_s = 0, readback_s = 0;
   // Where generating spends its time: the layers (feeding each chosen token), scoring the
   // record rows (engine circuit), choosing and checking a token and the codec's bookkeeping.
+  // Speculation: drafting with the circuit layers, verifications and those redone token by token.
   struct {
-    double layers_s = 0, logits_s = 0, choice_s = 0;
+    double layers_s = 0, logits_s = 0, choice_s = 0, draft_s = 0;
+    std::int64_t verifications = 0, redone = 0;
   } profile;
 
   std::string engine_name() const { return model != nullptr ? "model" : "circuit"; }
@@ -276,8 +278,48 @@ sdk::Status LaunchSession::generate() {
     p.done = done;
     s.options.on_step(p);
   };
-  for (std::size_t step = 0;; ++step) {
-    const auto at = [step] { return "generated token " + std::to_string(step); };
+  const auto at = [](std::size_t step) { return "generated token " + std::to_string(step); };
+  // --check: the generated stream so far (and `got`, when it says better what was chosen)
+  // against the expected one.
+  auto check_failure = [&](std::size_t step, const std::string& got, const std::string& margin) {
+    const std::string where = s.codec->mismatch(s.expected.rows, s.generated, got);
+    if (where.empty()) return sdk::internal_error("--check: " + at(step) + ": the streams differ (" + got + ")");
+    return sdk::internal_error("--check: " + where + " (" + margin + s.last_records() + ")");
+  };
+  auto expected_at = [&](std::size_t step, std::int64_t row) {
+    return !s.options.check || (step < s.expected.rows.size() && s.expected.rows[step] == row);
+  };
+  // The model's choice from `logits` for generated token `step` (its margin into min_margin).
+  auto choose = [&](std::span<const float> logits, std::size_t step) -> sdk::Expected<weights::Choice> {
+    if (static_cast<std::int64_t>(logits.size()) != s.text_rows + s.circuit->records())
+      return sdk::internal_error(at(step) + ": " + std::to_string(logits.size()) + " logits for " +
+                                 std::to_string(s.text_rows) + " text rows and " +
+                                 std::to_string(s.circuit->records()) + " record rows");
+    auto chosen = weights::choose(logits, s.text_rows);
+    if (!chosen) {
+      if (s.options.check) return check_failure(step, "no token (" + chosen.status().message() + ")", "");
+      return chosen.status().with_context(at(step) + " (" + s.last_records() + ")");
+    }
+    s.min_margin = step == 0 ? chosen->margin : std::min(s.min_margin, chosen->margin);
+    return *chosen;
+  };
+  // `row` as generated token `step` (after its check): the codec takes it. Whether it was HALT.
+  auto take = [&](std::int64_t row, std::size_t step) -> sdk::Expected<bool> {
+    s.generated.push_back(row);
+    auto token = s.codec->accept(row);
+    if (!token) return token.status().with_context(at(step) + " (" + s.last_records() + ")");
+    if (!token->complete) return false;
+    s.records.push_back(token->record);
+    auto& named = by_kind[token->kind];
+    named.first = token->kind_name;
+    ++named.second;
+    warp_instructions += token->warp_instructions;
+    if (s.options.trace && s.options.on_record) s.options.on_record(s.records.back());
+    return token->halt;  // nothing reads what HALT's pass would do
+  };
+  const bool speculate = s.model != nullptr && s.options.speculate > 1 && s.model->speculates();
+  for (;;) {
+    const std::size_t step = s.generated.size();
     if (s.options.cancel != nullptr && s.options.cancel->load())
       return sdk::cancelled("stopped after " + std::to_string(step) + " generated tokens (" +
                             std::to_string(s.records.size()) + " records, " + std::to_string(warp_instructions) +
@@ -290,56 +332,106 @@ sdk::Status LaunchSession::generate() {
     if (step >= s.options.max_tokens)
       return sdk::limit_exceeded("the launch did not reach HALT within --max-tokens " +
                                  std::to_string(s.options.max_tokens) + " generated tokens (" + s.last_records() + ")");
-    // --check: the generated stream so far (and `got`, when it says better what was chosen)
-    // against the expected one.
-    auto check_failure = [&](const std::string& got, const std::string& margin) {
-      const std::string where = s.codec->mismatch(s.expected.rows, s.generated, got);
-      if (where.empty()) return sdk::internal_error("--check: " + at() + ": the streams differ (" + got + ")");
-      return sdk::internal_error("--check: " + where + " (" + margin + s.last_records() + ")");
-    };
     auto clock = Clock::now();
     const std::span<const float> logits = s.current_logits();
     s.profile.logits_s += seconds_since(clock);
     clock = Clock::now();
-    if (static_cast<std::int64_t>(logits.size()) != s.text_rows + s.circuit->records())
-      return sdk::internal_error(at() + ": " + std::to_string(logits.size()) + " logits for " +
-                                 std::to_string(s.text_rows) + " text rows and " +
-                                 std::to_string(s.circuit->records()) + " record rows");
-    auto chosen = weights::choose(logits, s.text_rows);
-    if (!chosen) {
-      if (s.options.check) return check_failure("no token (" + chosen.status().message() + ")", "");
-      return chosen.status().with_context(at() + " (" + s.last_records() + ")");
+    QGPU_ASSIGN_OR_RETURN(const weights::Choice chosen, choose(logits, step));
+    const std::int64_t row = chosen.offset;
+    if (!expected_at(step, row)) {
+      s.generated.push_back(row);
+      return check_failure(step, "", margin_text(chosen.margin));
     }
-    const std::int64_t row = chosen->offset;
-    s.min_margin = step == 0 ? chosen->margin : std::min(s.min_margin, chosen->margin);
-    s.generated.push_back(row);
-    if (s.options.check && (step >= s.expected.rows.size() || s.expected.rows[step] != row))
-      return check_failure("", margin_text(chosen->margin));
-    auto token = s.codec->accept(row);
-    if (!token) return token.status().with_context(at() + " (" + s.last_records() + ")");
-    if (token->complete) {
-      s.records.push_back(token->record);
-      auto& named = by_kind[token->kind];
-      named.first = token->kind_name;
-      ++named.second;
-      warp_instructions += token->warp_instructions;
-      if (s.options.trace && s.options.on_record) s.options.on_record(s.records.back());
-      if (token->halt) break;  // nothing reads what HALT's pass would do
-    }
+    QGPU_ASSIGN_OR_RETURN(const bool halt, take(row, step));
     s.profile.choice_s += seconds_since(clock);
+    if (halt) break;
+    if (!speculate) {
+      clock = Clock::now();
+      const std::int64_t one[1] = {row};
+      sdk::Status st = s.feed(one);
+      s.profile.layers_s += seconds_since(clock);
+      if (!st.is_ok()) return st.with_context(at(step) + " (" + s.last_records() + ")");
+      continue;
+    }
+    // Speculation: the circuit layers alone draft the tokens after `row` (each the row its own
+    // fields choose); the ones that pass the check are taken at once, HALT ends the draft. The
+    // whole model then runs the fed ones in one call and must choose every drafted token; the
+    // last position's logits choose the next token as above.
     clock = Clock::now();
-    const std::int64_t one[1] = {row};
-    sdk::Status st = s.feed(one);
+    std::vector<std::int64_t> drafted;  // generated after `row`, in order
+    sdk::Status stopped;                // a drafted token the codec refused, and its row
+    std::int64_t refused = -1;
+    bool drafted_halt = false;
+    for (std::int64_t fed = row;;) {
+      QGPU_ASSIGN_OR_RETURN(const std::int64_t next, s.model->draft(fed + s.text_rows));
+      const std::size_t next_step = s.generated.size();
+      if (static_cast<int>(drafted.size()) + 1 >= s.options.speculate || next_step >= s.options.max_tokens ||
+          !expected_at(next_step, next))
+        break;
+      auto took = take(next, next_step);
+      if (!took) {
+        stopped = took.status();
+        refused = next;
+        break;
+      }
+      drafted.push_back(next);
+      if (*took) {
+        drafted_halt = true;
+        break;
+      }
+      fed = next;
+    }
+    s.profile.draft_s += seconds_since(clock);
+    clock = Clock::now();
+    auto verified = s.model->verify();
     s.profile.layers_s += seconds_since(clock);
-    if (!st.is_ok()) return st.with_context(at() + " (" + s.last_records() + ")");
+    if (!verified) return verified.status().with_context(at(step + 1) + " (" + s.last_records() + ")");
+    ++s.profile.verifications;
+    s.profile.redone += verified->redone ? 1 : 0;
+    const std::size_t columns = static_cast<std::size_t>(s.text_rows + s.circuit->records());
+    if (verified->rows != static_cast<std::int64_t>(drafted.size() + (drafted_halt ? 0 : 1)) ||
+        verified->logits.size() != columns * static_cast<std::size_t>(verified->rows))
+      return sdk::internal_error("speculation: verify() returned " + std::to_string(verified->rows) +
+                                 " positions for " + std::to_string(drafted.size()) + " drafted tokens");
+    auto position = [&](std::size_t i) {
+      return std::span<const float>(verified->logits.data() + i * columns, columns);
+    };
+    // The model must have chosen every drafted token (the guard vouched for its record row; a
+    // text row winning is refused here as above).
+    for (std::size_t i = 0; i < drafted.size(); ++i) {
+      const std::size_t at_step = step + 1 + i;
+      QGPU_ASSIGN_OR_RETURN(const weights::Choice model, choose(position(i), at_step));
+      if (model.offset != drafted[i])
+        return sdk::internal_error("speculation: " + at(at_step) + ": the model chose record row " +
+                                   std::to_string(model.offset) + ", the circuit drafted " +
+                                   std::to_string(drafted[i]));
+    }
+    if (!stopped.is_ok()) {  // the codec's error, once the model has chosen that token too
+      const std::size_t at_step = step + 1 + drafted.size();
+      QGPU_ASSIGN_OR_RETURN(const weights::Choice model, choose(position(drafted.size()), at_step));
+      if (model.offset != refused)
+        return sdk::internal_error("speculation: " + at(at_step) + ": the model chose record row " +
+                                   std::to_string(model.offset) + ", the circuit drafted " + std::to_string(refused));
+      return stopped;
+    }
+    if (drafted_halt) break;
+    s.logits.assign(position(drafted.size()).begin(), position(drafted.size()).end());
   }
   s.halted = true;
   s.generate_s = seconds_since(t0);
   progress(true);
-  char line[160];
+  char line[200];
   std::snprintf(line, sizeof line, "%s: HALT after %zu generated tokens (%.1f ms per token)", s.engine_name().c_str(),
                 s.generated.size(), 1e3 * s.generate_s / static_cast<double>(s.generated.size()));
-  say(s.options.on_progress, line);
+  std::string text = line;
+  if (s.profile.verifications > 0) {
+    std::snprintf(line, sizeof line, "; speculative: %lld verifications, %.2f tokens each, %lld redone token by token",
+                  static_cast<long long>(s.profile.verifications),
+                  static_cast<double>(s.generated.size()) / static_cast<double>(s.profile.verifications),
+                  static_cast<long long>(s.profile.redone));
+    text += line;
+  }
+  say(s.options.on_progress, text);
   return sdk::Status::ok();
 }
 
@@ -399,8 +491,12 @@ sdk::Expected<ModelRunResult> LaunchSession::finish() {
                     {"generate_layers_s", s.profile.layers_s},
                     {"generate_logits_s", s.profile.logits_s},
                     {"generate_choice_s", s.profile.choice_s},
+                    {"generate_draft_s", s.profile.draft_s},
                     {"readback_s", s.readback_s}});
   r.stats = {{"prompt_tokens", r.prompt_tokens}, {"generated_tokens", r.generated_tokens}};
+  if (s.profile.verifications > 0)
+    r.stats.insert(r.stats.end(), {{"speculative_verifications", s.profile.verifications},
+                                   {"speculative_redone", s.profile.redone}});
   const auto circuit_stats = s.circuit->stats();
   r.stats.insert(r.stats.end(), circuit_stats.begin(), circuit_stats.end());
   // The layers' smallest switch margins over the run (a bf16-exact step keeps >= 128).

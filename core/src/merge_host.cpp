@@ -1,6 +1,7 @@
 // MergeHost, the ModelHost over a base and a backend (`run --engine model`), and
 // load_merge: the config's base loaded with a MergeHost over it.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <limits>
 #include <utility>
@@ -52,7 +53,12 @@ RecordRows record_rows(const sdk::MachineCircuit& circuit) {
   return rows;
 }
 
+MergeHost::~MergeHost() {
+  launch_.reset();  // the launch sequence before the merged model it belongs to
+}
+
 sdk::Status MergeHost::merge(std::shared_ptr<const sdk::MachineCircuit> circuit) {
+  launch_.reset();
   merged_.reset();  // the old layers leave the backend first
   circuit_ = nullptr;
   const RecordRows rows = record_rows(*circuit);
@@ -63,6 +69,17 @@ sdk::Status MergeHost::merge(std::shared_ptr<const sdk::MachineCircuit> circuit)
   auto m = MergedModel::create(*base_, info_, *backend_, in);
   if (!m) return m.status();
   merged_ = std::move(*m);
+  // Launches run in a sequence of their own where the base has sequences: speculation copies
+  // the base's part before each verification.
+  if (sparse_ && in.profile_base && rows.unembedding != nullptr && rows.unembedding->rows > 0) {
+    auto seq = merged_->create_sequence();
+    if (seq) {
+      launch_ = std::move(*seq);
+      QGPU_RETURN_IF_ERROR(merged_->use(launch_.get()));
+    } else if (seq.status().code() != sdk::ErrorCode::kNotAvailable) {
+      return seq.status();
+    }
+  }
   QGPU_RETURN_IF_ERROR(merged_->reset());
   merged_hash_ = compiled_hash(circuit->compiled(), rows);
   circuit_ = std::move(circuit);
@@ -71,25 +88,67 @@ sdk::Status MergeHost::merge(std::shared_ptr<const sdk::MachineCircuit> circuit)
   return sdk::Status::ok();
 }
 
+sdk::Status MergeHost::guard(const MergedForward& f, std::size_t row) {
+  ++guarded_;
+  const double margin = f.circuit_margin[row], deviation = f.deviation[row];
+  guard_ratio_ =
+      std::max(guard_ratio_, margin > 0 ? deviation / (margin / 2) : std::numeric_limits<double>::infinity());
+  if (f.model_choice[row] != f.circuit_choice[row])
+    return sdk::internal_error(
+        "merge: the base's layers changed the next record: the model's record logits favour record row " +
+        std::to_string(f.model_choice[row]) + ", the circuit's fields choose row " +
+        std::to_string(f.circuit_choice[row]) + " (the base moved the record logits by up to " + num(deviation) +
+        " against the circuit's own margin " + num(margin) + "; " + merged_->placement().to_string() +
+        "), so the launch stops here");
+  return sdk::Status::ok();
+}
+
 sdk::Expected<std::vector<float>> MergeHost::forward(std::span<const std::int64_t> ids) {
   if (!merged_) return sdk::internal_error("forward() before merge()");
   auto f = merged_->forward(ids);
   if (!f) return f.status();
   // The guard, at a record position (the next token is a record; text positions choose text).
-  if (!f->circuit_margin.empty() && ids.back() >= merged_->base_rows()) {
-    ++guarded_;
-    const double margin = f->circuit_margin.back(), deviation = f->deviation.back();
-    guard_ratio_ =
-        std::max(guard_ratio_, margin > 0 ? deviation / (margin / 2) : std::numeric_limits<double>::infinity());
-    if (f->model_choice.back() != f->circuit_choice.back())
-      return sdk::internal_error(
-          "merge: the base's layers changed the next record: the model's record logits favour record row " +
-          std::to_string(f->model_choice.back()) + ", the circuit's fields choose row " +
-          std::to_string(f->circuit_choice.back()) + " (the base moved the record logits by up to " + num(deviation) +
-          " against the circuit's own margin " + num(margin) + "; " + merged_->placement().to_string() +
-          "), so the launch stops here");
-  }
+  if (!f->circuit_margin.empty() && ids.back() >= merged_->base_rows()) QGPU_RETURN_IF_ERROR(guard(*f, 0));
   return std::move(f->logits);
+}
+
+sdk::Expected<std::int64_t> MergeHost::draft(std::int64_t id) {
+  if (!launch_) return sdk::internal_error("draft() without speculation (speculates() is false)");
+  QGPU_ASSIGN_OR_RETURN(MergedModel::Draft d, merged_->draft(id));
+  return d.choice;
+}
+
+sdk::Expected<ModelHost::Verified> MergeHost::verify() {
+  if (!launch_) return sdk::internal_error("verify() without speculation (speculates() is false)");
+  QGPU_ASSIGN_OR_RETURN(MergedForward f, merged_->verify_drafts());
+  Verified v;
+  v.rows = f.rows;
+  const std::int64_t text = merged_->base_rows();
+  for (std::int64_t i = 0; i < f.rows && !v.redone; ++i) {
+    const auto at = static_cast<std::size_t>(i);
+    const float* row = f.logits.data() + i * f.columns;
+    // The best and the runner-up over every column, text rows included.
+    std::int64_t best = 0;
+    for (std::int64_t c = 1; c < f.columns; ++c)
+      if (row[c] > row[best]) best = c;
+    float second = -std::numeric_limits<float>::infinity();
+    for (std::int64_t c = 0; c < f.columns; ++c)
+      if (c != best) second = std::max(second, row[c]);
+    const bool vouched = best - text == f.circuit_choice[at] && static_cast<double>(row[best]) - second > 2 * verify_slack_;
+    if (!vouched) v.redone = true;
+  }
+  if (v.redone) {
+    QGPU_ASSIGN_OR_RETURN(f, merged_->redo_drafts());
+  } else if (audit_) {
+    QGPU_ASSIGN_OR_RETURN(MergedForward g, merged_->redo_drafts());
+    for (std::size_t i = 0; i < f.logits.size(); ++i)
+      audit_difference_ = std::max(audit_difference_, static_cast<double>(std::abs(f.logits[i] - g.logits[i])));
+    audited_ += f.rows;
+    f = std::move(g);
+  }
+  for (std::int64_t i = 0; i < f.rows; ++i) QGPU_RETURN_IF_ERROR(guard(f, static_cast<std::size_t>(i)));
+  v.logits = std::move(f.logits);
+  return v;
 }
 
 sdk::Expected<weights::StateView> MergeHost::circuit_state() {

@@ -49,6 +49,9 @@ sdk::Status MergedModel::use(Sequence* s) {
   Sequence* next = s != nullptr ? s : own_.get();
   if (next->owner_ != this) return sdk::invalid_argument("use: a sequence of another merged model");
   if (next == active_) return sdk::Status::ok();
+  if (drafts_.count > 0 && !drafts_.verified)
+    return sdk::internal_error("use: the sequence in use has drafted ids not verified");
+  drafts_ = {};
   if (reference_) {                               // the sparse path's state lives in the reference model while in use
     reference_->swap_state(active_->reference_);  // the old one out (the model starts fresh)
     if (!next->reference_.empty()) reference_->swap_state(next->reference_);
@@ -69,6 +72,7 @@ sdk::Status MergedModel::reset() {
     base_->reset();
   for (auto& st : active_->circuit_) st->reset();
   if (reference_) reference_->reset();
+  drafts_ = {};
   active_->tokens_ = 0;
   return sdk::Status::ok();
 }

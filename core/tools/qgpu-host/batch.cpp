@@ -159,6 +159,7 @@ int run_batch(const core::Host& host, const BatchOptions& options) {
   launcher_options.model.dtype = *dtype;
   launcher_options.model.check = options.check;
   if (options.max_tokens > 0) launcher_options.model.max_tokens = options.max_tokens;
+  launcher_options.model.speculate = options.speculate;
   if (options.verbose) {
     launcher_options.model.on_progress = [](std::string_view line) {
       std::fprintf(stderr, "qgpu-host: %.*s\n", static_cast<int>(line.size()), line.data());

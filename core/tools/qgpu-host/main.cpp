@@ -77,6 +77,12 @@ int main_impl(int argc, char** argv) {
   run->add_option("--max-tokens", run_options.max_tokens,
                   "circuit/model: stop with an error after this many generated tokens (default 100000)")
       ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 40));
+  run->add_option("--speculate", run_options.speculate,
+                  "model: the circuit layers draft up to N tokens, the whole model verifies them in one call "
+                  "(default 8; the generated tokens are the same, docs/SPECULATION.md)")
+      ->check(CLI::Range(2, 256));
+  run->add_flag_callback("--no-speculate", [&run_options] { run_options.speculate = 0; },
+                         "model: one forward of the whole model per generated token");
   run->add_flag("--json", run_options.json,
                 "print one JSON object: kernel, engine, arrays, stats (model engines: tokens, margin, check)");
   run->add_flag("--trace", run_options.trace,
@@ -107,6 +113,11 @@ int main_impl(int argc, char** argv) {
       ->check(CLI::IsMember({"f32", "bf16"}));
   batch->add_option("--max-tokens", batch_options.max_tokens,
                     "circuit/model: stop a launch with an error after this many generated tokens");
+  batch->add_option("--speculate", batch_options.speculate,
+                    "model: tokens the circuit layers draft per verification of the whole model (default 8)")
+      ->check(CLI::Range(2, 256));
+  batch->add_flag_callback("--no-speculate", [&batch_options] { batch_options.speculate = 0; },
+                           "model: one forward of the whole model per generated token");
   batch->add_option("--max-steps", batch_options.max_steps, "interp: stop a launch after this many block executions");
   batch->add_flag("--verbose", batch_options.verbose, "the engines' progress lines on stderr");
 

@@ -41,6 +41,10 @@ struct ModelRunOptions {
   bool check = false;  // compare every generated token with the interpreter's expected stream, then the arrays
   bool trace = false;  // call on_record for every generated record as it completes
   std::uint64_t max_tokens = 100'000;  // generated tokens before the run is stopped with an error
+  // Engine model, where the model speculates (ModelHost::speculates): the circuit layers draft up
+  // to this many tokens ahead and the whole model verifies them in one call
+  // (docs/SPECULATION.md); 0 or 1: one forward per token.
+  int speculate = 8;
   // Optional sinks (called on the caller's thread): a generated record's text (with trace), and
   // progress lines (compiling, merging, feeding the prompt, HALT).
   std::function<void(std::string_view)> on_record;

@@ -39,6 +39,7 @@
 #include "qgpu/weights/compile.h"
 #include "qgpu/weights/model.h"
 #include "qgpu/weights/reference.h"
+#include "qgpu/weights/row_sums.h"
 #include "qgpu/weights/state.h"
 
 namespace qgpu::core {
@@ -189,6 +190,25 @@ class MergedModel {
   // (valid until the next call), in the form weights::read_ram reads RAM rows from.
   sdk::Expected<weights::StateView> circuit_state();
 
+  // Speculative launches (core/launch_session.h). The circuit layers run ahead of the base:
+  // draft() feeds a record id through them alone (sparse circuit, profiled record rows) and
+  // returns the record row the circuit's own fields choose next, the choice guard's
+  // circuit_choice (margin in the circuit's units, before the final norm's scale): the row the
+  // merged model must choose there. verify_drafts() then runs the drafted positions through the
+  // base's layers in one call and both heads: every position's logits and guard, as forward()
+  // with all_logits gives them, but from one batched call (the base rounds its [n, H] products
+  // and its chunked delta rule differently from n one-token calls). The base's sequence is
+  // copied first; redo_drafts() puts it back and runs the same drafts one token at a time, as
+  // forward() would have. Needs a created sequence in use (the base's sequence is copied).
+  struct Draft {
+    std::int64_t choice = -1;  // record row
+    double margin = 0;
+  };
+  sdk::Expected<Draft> draft(std::int64_t id);
+  std::int64_t drafted() const { return drafts_.count; }  // drafted ids not yet verified
+  sdk::Expected<MergedForward> verify_drafts();
+  sdk::Expected<MergedForward> redo_drafts();  // after verify_drafts(): the same positions, one by one
+
  private:
   struct Layer;
   MergedModel(sdk::BaseModel& base, sdk::TensorBackend& backend);
@@ -196,8 +216,16 @@ class MergedModel {
   // Record `r`'s embedding row (MergeInputs::records), checked, in the merged channel order
   // and rounded to the backend's dtype as an uploaded table holds it.
   sdk::Expected<std::vector<float>> record_row(std::int64_t r) const;
-  // Sparse path: [T, H] rows (merged channel order) through the reference model, uploaded.
-  sdk::Expected<sdk::Handle<sdk::Tensor>> run_reference(std::vector<float> rows, std::int64_t T);
+  // Sparse path: [T, H] rows (merged channel order) through the reference model, in place.
+  void step_reference(std::span<float> rows, std::int64_t T);
+  // After the circuit layers: `n` positions' residual `h` (tokens begin..begin+n of the call)
+  // through the base's layers, then (with_logits) the final norm and both heads into `out` at
+  // row `row0` (every position's when options.all_logits, else the last's). `circuit` holds the
+  // circuit residual of the rows that get logits (the choice guard's input).
+  sdk::Status run_base(sdk::Handle<sdk::Tensor> h, std::span<const float> circuit, std::int64_t n, std::int64_t row0,
+                       bool with_logits, const ForwardOptions& options, MergedForward& out);
+  // The drafts' n rows through run_base, in one call or one by one.
+  sdk::Expected<MergedForward> run_drafts(bool batched);
 
   sdk::BaseModel* base_;
   sdk::TensorBackend* backend_;
@@ -229,6 +257,17 @@ class MergedModel {
   Sequence* active_ = nullptr;                   // the sequence in use
   weights::DType dtype_ = weights::DType::kF32;  // the backend's, as the circuit layers run
   std::vector<std::vector<float>> states_;       // circuit_state()'s buffers
+  // Speculation: the drafted positions' circuit residuals (merged channel order) and their
+  // count; the base's sequence before verify_drafts(); the record rows' unembedding as the
+  // circuit built it, scored by shared prefixes (the guard's circuit choice, same sums).
+  struct Drafts {
+    std::vector<float> rows;
+    std::int64_t count = 0;
+    bool verified = false;  // verify_drafts() ran them: redo_drafts() may, the next draft() starts anew
+  } drafts_;
+  sdk::Handle<sdk::Sequence> base_snapshot_;
+  std::unique_ptr<weights::RowSums> circuit_head_;
+  std::vector<double> circuit_sums_;
   sdk::Handle<sdk::Tensor> record_table_, record_head_;
 };
 
@@ -256,6 +295,7 @@ class MergeHost final : public ModelHost {
   // `sparse`: MergeInputs::sparse_circuit for every merge.
   MergeHost(sdk::BaseModel& base, const sdk::ModelInfo& info, sdk::TensorBackend& backend, bool sparse)
       : base_(&base), info_(info), backend_(&backend), sparse_(sparse) {}
+  ~MergeHost() override;
   sdk::LayerShapes shapes() const override { return info_.shapes; }
   const sdk::ModelInfo& info() const { return info_; }  // the base's, as load() returned it
   std::int64_t text_rows() const override { return info_.vocab_size; }
@@ -271,6 +311,23 @@ class MergeHost final : public ModelHost {
   // base's layers added changed the choice.
   sdk::Expected<std::vector<float>> forward(std::span<const std::int64_t> ids) override;
   sdk::Expected<weights::StateView> circuit_state() override;
+  // Speculation needs the sparse circuit, a profiled merge (the choice guard) and a base with
+  // sequences (the launch runs in one of its own, copied before each verification).
+  bool speculates() const override { return launch_ != nullptr; }
+  sdk::Expected<std::int64_t> draft(std::int64_t id) override;
+  // A batched position is vouched for when its best logit is the circuit's record row with a
+  // lead over every other row (text rows included) above 2 * slack: a token-by-token call, whose
+  // logits differ from the batched call's by rounding (far less than the slack), chooses the
+  // same row. Otherwise the drafts are redone token by token (ModelHost::Verified::redone), and
+  // the guard runs on the logits that decide.
+  sdk::Expected<Verified> verify() override;
+  static constexpr double kVerifySlack = 1.0;
+  void set_verify_slack(double slack) { verify_slack_ = slack; }  // tests and benches: e.g. huge, to redo every one
+  // Audit (benches): every verification is also redone token by token, and the largest
+  // difference between the two calls' logits (any column, any position) is kept.
+  void set_verify_audit(bool on) { audit_ = on; }
+  double audit_difference() const { return audit_difference_; }
+  std::int64_t audited() const { return audited_; }  // positions compared
   std::string describe() const override;
   MergedModel* merged() { return merged_.get(); }  // after merge()
   std::uint64_t merged_hash() const { return merged_hash_; }  // compiled_hash() of the last merge
@@ -281,12 +338,20 @@ class MergeHost final : public ModelHost {
   std::int64_t guarded() const { return guarded_; }  // forwards whose last position was checked
 
  private:
+  // The guard at one logits row: the ratio and the error where the base changed the choice.
+  sdk::Status guard(const MergedForward& f, std::size_t row);
+
   sdk::BaseModel* base_;
   sdk::ModelInfo info_;
   sdk::TensorBackend* backend_;
   bool sparse_ = false;
   std::shared_ptr<const sdk::MachineCircuit> circuit_;  // of the last merge
   std::unique_ptr<MergedModel> merged_;
+  MergedModel::SequenceHandle launch_;  // the sequence launches run in, where the base has sequences
+  double verify_slack_ = kVerifySlack;
+  bool audit_ = false;
+  double audit_difference_ = 0;
+  std::int64_t audited_ = 0;
   double guard_ratio_ = 0;
   std::int64_t guarded_ = 0;
   std::uint64_t merged_hash_ = 0;

@@ -49,6 +49,23 @@ class ModelHost {
   // Runs `ids` (text or record ids) after the tokens already seen; the logits of the
   // last position over the base's rows, then the record rows.
   virtual sdk::Expected<std::vector<float>> forward(std::span<const std::int64_t> ids) = 0;
+  // Speculative launches (ModelRunOptions::speculate): the circuit layers draft, the whole model
+  // verifies. Whether draft() and verify() work on this model now (after merge()).
+  virtual bool speculates() const { return false; }
+  // A record id through the circuit layers alone, ahead of the base's: the record row the
+  // circuit's own fields choose next, the row the model must choose there (its id is
+  // text_rows() + row). Fed ids wait for verify().
+  virtual sdk::Expected<std::int64_t> draft(std::int64_t id) { return sdk::not_available("speculation"); }
+  // The drafted ids through the base's layers in one call: each drafted position's logits (as
+  // forward() gives the last position's), row after row. Where the batched call cannot vouch
+  // that a position's choice is the one token-by-token calls would make, the drafts are run
+  // again one token at a time (Verified::redone) and their logits returned.
+  struct Verified {
+    std::int64_t rows = 0;
+    std::vector<float> logits;  // [rows, text_rows() + record rows]
+    bool redone = false;
+  };
+  virtual sdk::Expected<Verified> verify() { return sdk::not_available("speculation"); }
   // The merged circuit layers' recurrent states (weights::read_ram), valid until the next call.
   virtual sdk::Expected<weights::StateView> circuit_state() = 0;
   // Lines on the merge (layers, upload cost; the silence certificate; where the choice
