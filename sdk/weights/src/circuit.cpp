@@ -288,11 +288,12 @@ sdk::Expected<Word> Circuit::previous(const std::string& name, const Word& src, 
     return sdk::invalid_argument("previous " + name + ": lag " + std::to_string(lag) +
                                  " outside the conv1d window (1..3)");
   if (src.empty()) return sdk::invalid_argument("previous " + name + ": empty source");
-  const Field& f0 = fields_[src.front().field];
-  auto out = computed(f0.owner, name, static_cast<int>(src.size()));
+  // A copy: computed() adds a field, which may move fields_ (a reference would dangle).
+  const std::string owner = fields_[src.front().field].owner;
+  auto out = computed(owner, name, static_cast<int>(src.size()));
   if (!out) return out.status();
   Op o;
-  o.name = f0.owner + "." + name;
+  o.name = owner + "." + name;
   o.is_mlp = false;
   o.gdn.kind = GdnOp::Kind::kPrevious;
   o.gdn.src = src;
