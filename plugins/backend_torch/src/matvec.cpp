@@ -133,14 +133,14 @@ __attribute__((target("avx512f"))) void rows_avx512_f32(const float* w, const fl
   }
 }
 
-// Rows [begin, end) of Y = X Wᵀ for G rows of x (row g at x + g·in, its outputs at y + g·out).
+// Rows [begin, end) of Y = X Wᵀ for G rows of x (row g at x + g·ldx, its outputs at y + g·out).
 // Each W row is loaded once for all G rows, which is what makes a few rows cost about what one
 // does; the loops over g unroll fully, so the 2·G accumulators stay in registers. Every output is the one-row kernels' own chain above (the same lanes, the same order of
 // multiply-adds, the same final tree), so a row's result is bit for bit what the one-row call
 // gives, whatever the rows beside it.
 template <int G>
-__attribute__((target("avx512f"))) void group_avx512_f32(const float* w, const float* x, std::int64_t in,
-                                                         std::int64_t begin, std::int64_t end, float* y,
+__attribute__((target("avx512f"))) void group_avx512_f32(const float* w, const float* x, std::int64_t ldx,
+                                                         std::int64_t in, std::int64_t begin, std::int64_t end, float* y,
                                                          std::int64_t out) {
   const std::int64_t full = in / 16 * 16;
   const __mmask16 tail = static_cast<__mmask16>((1u << (in - full)) - 1);
@@ -155,7 +155,7 @@ __attribute__((target("avx512f"))) void group_avx512_f32(const float* w, const f
       const __m512 v0 = _mm512_loadu_ps(w0 + k), v1 = _mm512_loadu_ps(w1 + k);
       #pragma GCC unroll 8
       for (int g = 0; g < G; ++g) {
-        const __m512 xv = _mm512_loadu_ps(x + g * in + k);
+        const __m512 xv = _mm512_loadu_ps(x + g * ldx + k);
         a[g] = _mm512_fmadd_ps(v0, xv, a[g]);
         b[g] = _mm512_fmadd_ps(v1, xv, b[g]);
       }
@@ -164,7 +164,7 @@ __attribute__((target("avx512f"))) void group_avx512_f32(const float* w, const f
       const __m512 v0 = _mm512_maskz_loadu_ps(tail, w0 + full), v1 = _mm512_maskz_loadu_ps(tail, w1 + full);
       #pragma GCC unroll 8
       for (int g = 0; g < G; ++g) {
-        const __m512 xv = _mm512_maskz_loadu_ps(tail, x + g * in + full);
+        const __m512 xv = _mm512_maskz_loadu_ps(tail, x + g * ldx + full);
         a[g] = _mm512_fmadd_ps(v0, xv, a[g]);
         b[g] = _mm512_fmadd_ps(v1, xv, b[g]);
       }
@@ -183,12 +183,12 @@ __attribute__((target("avx512f"))) void group_avx512_f32(const float* w, const f
     for (std::int64_t k = 0; k < full; k += 16) {
       const __m512 v0 = _mm512_loadu_ps(w0 + k);
       #pragma GCC unroll 8
-      for (int g = 0; g < G; ++g) a[g] = _mm512_fmadd_ps(v0, _mm512_loadu_ps(x + g * in + k), a[g]);
+      for (int g = 0; g < G; ++g) a[g] = _mm512_fmadd_ps(v0, _mm512_loadu_ps(x + g * ldx + k), a[g]);
     }
     if (tail) {
       const __m512 v0 = _mm512_maskz_loadu_ps(tail, w0 + full);
       #pragma GCC unroll 8
-      for (int g = 0; g < G; ++g) a[g] = _mm512_fmadd_ps(v0, _mm512_maskz_loadu_ps(tail, x + g * in + full), a[g]);
+      for (int g = 0; g < G; ++g) a[g] = _mm512_fmadd_ps(v0, _mm512_maskz_loadu_ps(tail, x + g * ldx + full), a[g]);
     }
     #pragma GCC unroll 8
     for (int g = 0; g < G; ++g) y[g * out + n] = _mm512_reduce_add_ps(a[g]);
@@ -197,8 +197,8 @@ __attribute__((target("avx512f"))) void group_avx512_f32(const float* w, const f
 
 // The bf16 twin (vdpbf16ps, rounded once to bf16), same structure.
 template <int G>
-QGPU_AVX512_BF16 void group_avx512_bf16(const std::uint16_t* w, const std::uint16_t* x, std::int64_t in,
-                                        std::int64_t begin, std::int64_t end, c10::BFloat16* y, std::int64_t out) {
+QGPU_AVX512_BF16 void group_avx512_bf16(const std::uint16_t* w, const std::uint16_t* x, std::int64_t ldx,
+                                        std::int64_t in, std::int64_t begin, std::int64_t end, c10::BFloat16* y, std::int64_t out) {
   const std::int64_t full = in / kLanes * kLanes;
   const __mmask32 tail = static_cast<__mmask32>((1ull << (in - full)) - 1);
   std::int64_t n = begin;
@@ -212,7 +212,7 @@ QGPU_AVX512_BF16 void group_avx512_bf16(const std::uint16_t* w, const std::uint1
       const __m512bh v0 = load_bf16(w0 + k), v1 = load_bf16(w1 + k);
       #pragma GCC unroll 8
       for (int g = 0; g < G; ++g) {
-        const __m512bh xv = load_bf16(x + g * in + k);
+        const __m512bh xv = load_bf16(x + g * ldx + k);
         a[g] = _mm512_dpbf16_ps(a[g], v0, xv);
         b[g] = _mm512_dpbf16_ps(b[g], v1, xv);
       }
@@ -221,7 +221,7 @@ QGPU_AVX512_BF16 void group_avx512_bf16(const std::uint16_t* w, const std::uint1
       const __m512bh v0 = load_bf16_tail(w0 + full, tail), v1 = load_bf16_tail(w1 + full, tail);
       #pragma GCC unroll 8
       for (int g = 0; g < G; ++g) {
-        const __m512bh xv = load_bf16_tail(x + g * in + full, tail);
+        const __m512bh xv = load_bf16_tail(x + g * ldx + full, tail);
         a[g] = _mm512_dpbf16_ps(a[g], v0, xv);
         b[g] = _mm512_dpbf16_ps(b[g], v1, xv);
       }
@@ -240,32 +240,32 @@ QGPU_AVX512_BF16 void group_avx512_bf16(const std::uint16_t* w, const std::uint1
     for (std::int64_t k = 0; k < full; k += kLanes) {
       const __m512bh v0 = load_bf16(w0 + k);
       #pragma GCC unroll 8
-      for (int g = 0; g < G; ++g) a[g] = _mm512_dpbf16_ps(a[g], v0, load_bf16(x + g * in + k));
+      for (int g = 0; g < G; ++g) a[g] = _mm512_dpbf16_ps(a[g], v0, load_bf16(x + g * ldx + k));
     }
     if (tail) {
       const __m512bh v0 = load_bf16_tail(w0 + full, tail);
       #pragma GCC unroll 8
-      for (int g = 0; g < G; ++g) a[g] = _mm512_dpbf16_ps(a[g], v0, load_bf16_tail(x + g * in + full, tail));
+      for (int g = 0; g < G; ++g) a[g] = _mm512_dpbf16_ps(a[g], v0, load_bf16_tail(x + g * ldx + full, tail));
     }
     #pragma GCC unroll 8
     for (int g = 0; g < G; ++g) y[g * out + n] = c10::BFloat16(_mm512_reduce_add_ps(a[g]));
   }
 }
 
-// Rows [begin, end) of the outputs for x's `rows` rows, in groups of at most kGroup.
+// Rows [begin, end) of the outputs for x's `rows` rows (ldx apart), in groups of at most kGroup.
 constexpr std::int64_t kGroup = 8;
 
 template <typename T, typename Y>
-void rows_grouped(const T* w, const T* x, std::int64_t rows, std::int64_t in, std::int64_t begin, std::int64_t end,
-                  Y* y, std::int64_t out) {
+void rows_grouped(const T* w, const T* x, std::int64_t ldx, std::int64_t rows, std::int64_t in, std::int64_t begin,
+                  std::int64_t end, Y* y, std::int64_t out) {
   for (std::int64_t m = 0; m < rows; m += kGroup) {
-    const T* xg = x + m * in;
+    const T* xg = x + m * ldx;
     Y* yg = y + m * out;
     const auto run = [&]<int G>() {
       if constexpr (std::is_same_v<T, float>)
-        group_avx512_f32<G>(w, xg, in, begin, end, yg, out);
+        group_avx512_f32<G>(w, xg, ldx, in, begin, end, yg, out);
       else
-        group_avx512_bf16<G>(w, xg, in, begin, end, yg, out);
+        group_avx512_bf16<G>(w, xg, ldx, in, begin, end, yg, out);
     };
     switch (std::min(kGroup, rows - m)) {
       case 1: run.template operator()<1>(); break;
@@ -325,25 +325,34 @@ at::Tensor matvec(const at::Tensor& x, const at::Tensor& weight) {
       std::max<std::int64_t>(4, (std::int64_t{1} << 16) / std::max<std::int64_t>(in * weight.element_size(), 1));
 #ifdef QGPU_MATVEC_X86
   const std::int64_t rows = x.numel() / in;
+  // Several rows: a copy with each row 64 bytes further along than its width. Rows a multiple of
+  // 4 KiB apart (2,048 floats, 4,096 bf16 values) would all fall into the same L1 sets as each
+  // other and as the weight rows, and evict one another at every step (measured 4x slower).
+  const std::int64_t ldx = rows == 1 ? in : in + 64 / x.element_size();
+  at::Tensor xs = xc;
+  if (rows > 1) {
+    xs = at::zeros({rows, ldx}, xc.options());
+    xs.narrow(1, 0, in).copy_(xc.reshape({rows, in}));
+  }
   if (x.scalar_type() == at::kBFloat16) {
-    const auto* xp = reinterpret_cast<const std::uint16_t*>(xc.data_ptr<c10::BFloat16>());
+    const auto* xp = reinterpret_cast<const std::uint16_t*>(xs.data_ptr<c10::BFloat16>());
     const auto* wp = reinterpret_cast<const std::uint16_t*>(weight.data_ptr<c10::BFloat16>());
     auto* yp = y.data_ptr<c10::BFloat16>();
     at::parallel_for(0, out, grain, [&](std::int64_t b, std::int64_t e) {
       if (rows == 1)
         rows_avx512_bf16(wp, xp, in, b, e, yp);
       else
-        rows_grouped(wp, xp, rows, in, b, e, yp, out);
+        rows_grouped(wp, xp, ldx, rows, in, b, e, yp, out);
     });
   } else {
-    const float* xp = xc.data_ptr<float>();
+    const float* xp = xs.data_ptr<float>();
     const float* wp = weight.data_ptr<float>();
     float* yp = y.data_ptr<float>();
     at::parallel_for(0, out, grain, [&](std::int64_t b, std::int64_t e) {
       if (rows == 1)
         rows_avx512_f32(wp, xp, in, b, e, yp);
       else
-        rows_grouped(wp, xp, rows, in, b, e, yp, out);
+        rows_grouped(wp, xp, ldx, rows, in, b, e, yp, out);
     });
   }
 #else
