@@ -896,6 +896,30 @@ TEST(Merge, SequencesRunSideBySideAndRestoreDenseBf16) {
   merged_sequences("bf16", /*sparse=*/false);
 }
 
+// Speculation's pieces refuse what they cannot do, before touching any state: drafting needs the
+// guard's circuit choice (a profiled merge with record rows; this one is not profiled), verifying
+// needs drafts, redoing needs a verification; the model goes on as if nothing was asked.
+TEST(Merge, SpeculationRefusesWhatItCannotVouchFor) {
+  auto s = setup("f32", /*mute_window=*/true, /*sparse=*/true);
+  if (!s->loaded) GTEST_SKIP() << s->skip;
+  ASSERT_TRUE(s->merged);
+  MergedModel& m = *s->merged;
+  auto d = m.draft(s->merged_ids.front());
+  ASSERT_FALSE(d.has_value());
+  EXPECT_EQ(d.status().message(),
+            "speculation needs the circuit on the host (sparse) and its record rows profiled against the base");
+  EXPECT_EQ(m.drafted(), 0);
+  auto v = m.verify_drafts();
+  ASSERT_FALSE(v.has_value());
+  EXPECT_EQ(v.status().message(), "verify_drafts: nothing drafted");
+  auto r = m.redo_drafts();
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.status().message(), "redo_drafts: no verify_drafts() to redo");
+  const std::int64_t first[] = {s->merged_ids.front()};
+  EXPECT_TRUE(m.forward(first).has_value());
+  EXPECT_EQ(m.tokens(), 1);
+}
+
 TEST(Merge, TextInTheConvWindowWithoutTheWindowMute) {
   auto s = setup("f32", /*mute_window=*/false);
   if (!s->loaded) GTEST_SKIP() << s->skip;
