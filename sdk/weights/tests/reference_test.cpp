@@ -1,7 +1,8 @@
 // The circuit engine's fast paths against the plain loops they replace: the
 // sliced matrix product against linear(), the shared-prefix row sums against a
-// loop over each row, and the activations' shortcuts against their formulas.
-// Every comparison is bit for bit.
+// loop over each row, the activations' shortcuts against their formulas, and the
+// element-wise layer math on 16 lanes against its scalar loops. Every comparison
+// is bit for bit.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <random>
 #include <vector>
 
+#include "../src/reference/lanes.h"
 #include "../src/reference/sliced.h"
 #include "qgpu/weights/numerics.h"
 #include "qgpu/weights/reference.h"
@@ -285,6 +287,142 @@ TEST(Numerics, ActivationShortcutsEqualTheFormulas) {
   }
   std::mt19937 rng(11);  // and random bit patterns: every exponent, both signs
   for (int i = 0; i < 200000; ++i) expect_activations_match_formulas(std::bit_cast<float>(static_cast<std::uint32_t>(rng())));
+}
+
+
+// ---- The element-wise layer math on lanes (lanes.h) against its plain loops. ----
+
+// A value a layer's activations can meet: a circuit's switches and values (far from 0, where the
+// lanes take the shortcuts), zeros of both signs, the thresholds and the floats next to them, and
+// what the lanes hand to the scalar functions (NaN, infinities, values in between, subnormals).
+float lane_value(std::mt19937& rng, DType dtype) {
+  const float max = std::numeric_limits<float>::max();
+  const float odd[] = {0.0f, -0.0f, 32.0f, std::nextafter(32.0f, 0.0f), -104.0f, std::nextafter(-104.0f, 0.0f),
+                       -max, max, INFINITY, -INFINITY, NAN, 1e-40f, -1e38f, 1e38f, 2e38f, 64.0f, -64.0f, 0.5f};
+  float v = 0;
+  switch (std::uniform_int_distribution<int>(0, 3)(rng)) {
+    case 0:
+      v = odd[std::uniform_int_distribution<int>(0, std::size(odd) - 1)(rng)];
+      break;
+    case 1:
+      v = std::uniform_real_distribution<float>(-200.0f, 200.0f)(rng);
+      break;
+    case 2:
+      v = static_cast<float>(std::uniform_int_distribution<int>(-4, 4)(rng) * 64);
+      break;
+    default:
+      v = std::bit_cast<float>(static_cast<std::uint32_t>(rng()));
+  }
+  return round_to(dtype, v);
+}
+
+std::vector<float> lane_values(std::mt19937& rng, std::size_t n, DType dtype) {
+  std::vector<float> v(n);
+  for (float& x : v) x = lane_value(rng, dtype);
+  return v;
+}
+
+// Ascending distinct indices into [0, width): runs of consecutive ones (the plain loads) mixed
+// with scattered ones (the gathers), `n` of them.
+std::vector<std::int32_t> lane_indices(std::mt19937& rng, std::size_t n, std::int32_t& width) {
+  std::vector<std::int32_t> out;
+  std::int32_t at = 0;
+  while (out.size() < n) {
+    at += std::uniform_int_distribution<std::int32_t>(0, 5)(rng);
+    const int run = std::uniform_int_distribution<int>(0, 3)(rng) == 0 ? 40 : 3;
+    for (int i = 0; i < run && out.size() < n; ++i) out.push_back(at++);
+  }
+  width = at + 1;
+  return out;
+}
+
+::testing::AssertionResult same_floats(const std::vector<float>& want, const std::vector<float>& got) {
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    ::testing::AssertionResult r = same_float(want[i], got[i]);
+    if (!r) return r << " at element " << i;
+  }
+  return ::testing::AssertionSuccess();
+}
+
+TEST(Lanes, ConvActivationsAndSwitchMarginsEqualThePlainLoops) {
+  std::mt19937 rng(23);
+  for (DType dtype : {DType::kF32, DType::kBF16})
+    for (std::size_t n : {0, 1, 15, 16, 17, 100, 333}) {
+      SCOPED_TRACE(::testing::Message() << (dtype == DType::kF32 ? "f32" : "bf16") << ", n " << n);
+      for (int trial = 0; trial < 20; ++trial) {
+        std::int32_t width = 0;
+        const std::vector<std::int32_t> channel = lane_indices(rng, n, width);
+        const std::vector<float> tap = lane_values(rng, n, dtype);
+        std::vector<float> projected = lane_values(rng, static_cast<std::size_t>(width), dtype);
+        std::vector<float> activated = lane_values(rng, static_cast<std::size_t>(width), dtype);
+        std::vector<float> projected_plain = projected, activated_plain = activated;
+        reference::direct_conv(channel.data(), tap.data(), n, projected.data(), activated.data(), dtype);
+        reference::direct_conv_plain(channel.data(), tap.data(), n, projected_plain.data(), activated_plain.data(),
+                                     dtype);
+        EXPECT_TRUE(same_floats(projected_plain, projected)) << "projected";
+        EXPECT_TRUE(same_floats(activated_plain, activated)) << "activated";
+        std::int32_t at = -2, at_plain = -2;
+        const float lo = reference::smallest_magnitude(projected.data(), channel.data(), n, at);
+        const float lo_plain = reference::smallest_magnitude_plain(projected.data(), channel.data(), n, at_plain);
+        EXPECT_TRUE(same_float(lo_plain, lo)) << "smallest magnitude";
+        EXPECT_EQ(at_plain, at) << "where the smallest magnitude is";
+      }
+    }
+}
+
+TEST(Lanes, NeuronProductsAndMarginsEqualThePlainLoop) {
+  std::mt19937 rng(29);
+  for (DType dtype : {DType::kF32, DType::kBF16})
+    for (std::size_t n : {0, 1, 15, 16, 17, 100, 333}) {
+      SCOPED_TRACE(::testing::Message() << (dtype == DType::kF32 ? "f32" : "bf16") << ", n " << n);
+      for (int trial = 0; trial < 20; ++trial) {
+        std::int32_t width = 0;
+        const std::vector<std::int32_t> neuron = lane_indices(rng, n, width);
+        const auto w = static_cast<std::size_t>(width);
+        const std::vector<float> gate = lane_values(rng, w, dtype), up = lane_values(rng, w, dtype);
+        std::vector<float> product = lane_values(rng, w, dtype), product_plain = product;
+        std::vector<double> smallest(w), smallest_plain;
+        for (double& d : smallest) d = std::fabs(static_cast<double>(lane_value(rng, DType::kF32)));
+        smallest_plain = smallest;
+        const float lo = reference::neuron_products(neuron.data(), n, gate.data(), up.data(), product.data(),
+                                                    smallest.data(), dtype);
+        const float lo_plain = reference::neuron_products_plain(neuron.data(), n, gate.data(), up.data(),
+                                                                product_plain.data(), smallest_plain.data(), dtype);
+        EXPECT_TRUE(same_floats(product_plain, product)) << "products";
+        EXPECT_TRUE(same_float(lo_plain, lo)) << "smallest |gate|";
+        for (std::size_t k = 0; k < w; ++k)
+          EXPECT_TRUE(std::bit_cast<std::uint64_t>(smallest_plain[k]) == std::bit_cast<std::uint64_t>(smallest[k]) ||
+                      (std::isnan(smallest_plain[k]) && std::isnan(smallest[k])))
+              << "smallest of neuron " << k << ": want " << smallest_plain[k] << ", got " << smallest[k];
+      }
+    }
+}
+
+TEST(Lanes, HeadRowUpdatesAndGatedOutputEqualThePlainLoops) {
+  std::mt19937 rng(31);
+  for (DType dtype : {DType::kF32, DType::kBF16})
+    for (std::int64_t n : {1, 8, 16, 31, 128}) {
+      SCOPED_TRACE(::testing::Message() << (dtype == DType::kF32 ? "f32" : "bf16") << ", n " << n);
+      const auto w = static_cast<std::size_t>(n);
+      for (int trial = 0; trial < 50; ++trial) {
+        const std::vector<float> x = lane_values(rng, w, dtype), z = lane_values(rng, w, dtype);
+        const float a = lane_value(rng, dtype), b = lane_value(rng, dtype);
+        std::vector<float> y = lane_values(rng, w, dtype), y_plain = y;
+        reference::add_scaled(y.data(), x.data(), a, n);
+        reference::add_scaled_plain(y_plain.data(), x.data(), a, n);
+        EXPECT_TRUE(same_floats(y_plain, y)) << "add_scaled";
+        reference::scale(y.data(), b, n);
+        reference::scale_plain(y_plain.data(), b, n);
+        EXPECT_TRUE(same_floats(y_plain, y)) << "scale";
+        reference::correct(y.data(), x.data(), a, n);
+        reference::correct_plain(y_plain.data(), x.data(), a, n);
+        EXPECT_TRUE(same_floats(y_plain, y)) << "correct";
+        std::vector<float> out = lane_values(rng, w, dtype), out_plain = out;
+        reference::gated_output(x.data(), z.data(), a, b, n, out.data(), dtype);
+        reference::gated_output_plain(x.data(), z.data(), a, b, n, out_plain.data(), dtype);
+        EXPECT_TRUE(same_floats(out_plain, out)) << "gated_output";
+      }
+    }
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 
 #include <immintrin.h>
 
+#include "lanes.h"
 #include "sliced.h"
 
 namespace qgpu::weights {
@@ -63,6 +64,7 @@ struct ReferenceModel::Plan {
   std::vector<std::int32_t> conv_channels;   // channels with a nonzero conv tap, ascending
   std::vector<std::int32_t> qk_channels;     // those of them that are q or k channels
   std::vector<std::int32_t> qk_key_head;     // the same: each one's key head
+  std::vector<std::pair<std::int32_t, std::int32_t>> qk_runs;  // [begin, end) of qk_channels: one key head's
   // Channels whose only nonzero tap is the current token's, with that tap; their windows are never read.
   std::vector<std::int32_t> direct;
   std::vector<float> direct_tap;
@@ -88,6 +90,7 @@ struct ReferenceModel::Plan {
 struct ReferenceModel::Scratch {
   std::vector<float> projected, activated, z_out, b_out, a_out, heads_out, attention_out;
   std::vector<float> gate_out, up_out, product, mlp_out;
+  std::vector<float> kv, read;  // one head's delta-rule correction and read-out [dv]
 };
 
 namespace {
@@ -201,6 +204,11 @@ ReferenceModel::ReferenceModel(const std::vector<Layer>& layers, const sdk::Laye
       p.dt_bias.push_back(round_to(dtype, static_cast<float>(l.gdn.dt_bias[h])));
       p.decay_at_rest.push_back(decay(p.a_log.back(), 0.0f + p.dt_bias.back()));
     }
+    for (std::size_t n = 0; n < p.qk_channels.size(); ++n)
+      if (n == 0 || p.qk_key_head[n] != p.qk_key_head[n - 1])
+        p.qk_runs.emplace_back(static_cast<std::int32_t>(n), static_cast<std::int32_t>(n + 1));
+      else
+        p.qk_runs.back().second = static_cast<std::int32_t>(n + 1);
     p.written.projected = runs(p.qkv.nonempty);
     p.written.activated = runs(p.conv_channels);
     p.written.z = runs(p.z.nonempty);
@@ -228,6 +236,8 @@ ReferenceModel::ReferenceModel(const std::vector<Layer>& layers, const sdk::Laye
   t.up_out = zeros(inter);
   t.product = zeros(inter + 1);
   t.mlp_out = zeros(hidden);
+  t.kv = zeros(dv);
+  t.read = zeros(dv);
   residual_ = zeros(hidden);
   normed_ = zeros(hidden + 1);
   reset();
@@ -333,10 +343,8 @@ void ReferenceModel::gdn(std::size_t li) {
     t.projected[static_cast<std::size_t>(ch)] = conv;
     t.activated[static_cast<std::size_t>(ch)] = conv == 0 ? 0.0f : round_to(dtype_, silu_in(dtype_, conv));
   };
-  for (std::size_t n = 0; n < p.direct.size(); ++n) {
-    const std::int32_t ch = p.direct[n];
-    activate(ch, round_to(dtype_, 0.0f + t.projected[static_cast<std::size_t>(ch)] * p.direct_tap[n]));
-  }
+  reference::direct_conv(p.direct.data(), p.direct_tap.data(), p.direct.size(), t.projected.data(),
+                         t.activated.data(), dtype_);
   for (std::size_t n = 0; n < p.windowed.size(); ++n) {
     const std::int32_t ch = p.windowed[n];
     float* hist = &st.conv[static_cast<std::size_t>(ch * (kern - 1))];
@@ -353,17 +361,11 @@ void ReferenceModel::gdn(std::size_t li) {
   }
   // The q/k switches, in channel order: a run of one key head's channels notes its smallest |conv|
   // (at the first channel that has it), which is what a note per channel would leave.
-  for (std::size_t n = 0; n < p.qk_channels.size();) {
-    const std::int32_t key_head = p.qk_key_head[n];
-    float lo = std::numeric_limits<float>::infinity();
+  for (const auto& [begin, end] : p.qk_runs) {
+    const std::int32_t key_head = p.qk_key_head[static_cast<std::size_t>(begin)];
     std::int32_t at = -1;
-    for (; n < p.qk_channels.size() && p.qk_key_head[n] == key_head; ++n) {
-      const float a = std::fabs(t.projected[static_cast<std::size_t>(p.qk_channels[n])]);
-      if (a != 0 && a < lo) {
-        lo = a;
-        at = p.qk_channels[n];
-      }
-    }
+    const float lo = reference::smallest_magnitude(t.projected.data(), p.qk_channels.data() + begin,
+                                                   static_cast<std::size_t>(end - begin), at);
     if (at >= 0)
       note(
           margin.gdn_min, margin.gdn_where, lo, [&] { return "q/k channel " + std::to_string(at); },
@@ -376,7 +378,8 @@ void ReferenceModel::gdn(std::size_t li) {
   const float sqrt_dk = std::sqrt(static_cast<float>(dk));
   const float* act = t.activated.data();
   std::vector<std::pair<std::int64_t, float>> q, k;  // a head's nonzero query / key elements
-  std::vector<float> kv(static_cast<std::size_t>(dv)), o(static_cast<std::size_t>(dv));
+  std::vector<float>& kv = t.kv;
+  std::vector<float>& o = t.read;
   for (const std::int32_t h : p.heads) {
     const std::size_t key_head = static_cast<std::size_t>(h / r);
     const float bh = t.b_out[static_cast<std::size_t>(h)];
@@ -401,24 +404,17 @@ void ReferenceModel::gdn(std::size_t li) {
     for (auto& [i, v] : k) v = v * kr;
     float* s = &st.s[static_cast<std::size_t>(h * dk * dv)];
     const float* v = act + 2 * kq + h * dv;
-    if (decay != 1.0f)
-      for (std::int64_t i = 0; i < dk * dv; ++i) s[i] *= decay;
+    if (decay != 1.0f) reference::scale(s, decay, dk * dv);
     // Terms with an exactly zero k or q element add nothing (one-hot keys): skipped.
     std::fill(kv.begin(), kv.end(), 0.0f);
-    for (const auto& [i, ki] : k) {
-      if (ki == 0) continue;
-      for (std::int64_t j = 0; j < dv; ++j) kv[j] += s[i * dv + j] * ki;
-    }
-    for (std::int64_t j = 0; j < dv; ++j) kv[j] = (v[j] - kv[j]) * beta;
-    for (const auto& [i, ki] : k) {
-      if (ki == 0) continue;
-      for (std::int64_t j = 0; j < dv; ++j) s[i * dv + j] += ki * kv[j];
-    }
+    for (const auto& [i, ki] : k)
+      if (ki != 0) reference::add_scaled(kv.data(), s + i * dv, ki, dv);
+    reference::correct(kv.data(), v, beta, dv);
+    for (const auto& [i, ki] : k)
+      if (ki != 0) reference::add_scaled(s + i * dv, kv.data(), ki, dv);  // ki·kv[j] = kv[j]·ki
     std::fill(o.begin(), o.end(), 0.0f);
-    for (const auto& [i, qi] : q) {
-      if (qi == 0) continue;
-      for (std::int64_t j = 0; j < dv; ++j) o[j] += s[i * dv + j] * qi;
-    }
+    for (const auto& [i, qi] : q)
+      if (qi != 0) reference::add_scaled(o.data(), s + i * dv, qi, dv);
     // Qwen3_5RMSNormGated: fp32 norm -> dtype -> ·w in dtype -> ·silu(z) in fp32 -> dtype.
     float ss = 0;
     for (std::int64_t j = 0; j < dv; ++j) {
@@ -438,14 +434,7 @@ void ReferenceModel::gdn(std::size_t li) {
       note(
           margin.gdn_min, margin.gdn_where, z_min, [&] { return "z of head " + std::to_string(h); },
           &margin.gdn_head_min[static_cast<std::size_t>(h)]);
-    for (std::int64_t j = 0; j < dv; ++j) {
-      if (o[j] == 0) {
-        out[j] = 0;
-        continue;
-      }
-      const float y1 = round_to(dtype_, p.norm_weight * round_to(dtype_, o[j] * rr));
-      out[j] = round_to(dtype_, y1 * silu(z[j]));
-    }
+    reference::gated_output(o.data(), z, rr, p.norm_weight, dv, out, dtype_);
   }
   reference::multiply(p.o, t.heads_out.data(), t.attention_out.data(), dtype_);
   put_back_zeros(t.projected, p.written.projected);
@@ -464,23 +453,18 @@ void ReferenceModel::mlp(std::size_t li) {
   reference::multiply(p.up, normed_.data(), t.up_out.data(), dtype_);
   LayerMargin& margin = margins_[li];
   // A neuron without weights has gate 0, up 0 and product 0: it keeps the 0 it was created as.
-  for (const std::int32_t n : p.neurons) {
-    const float g = t.gate_out[static_cast<std::size_t>(n)], u = t.up_out[static_cast<std::size_t>(n)];
-    if (g != 0 && std::fabs(g) < margin.mlp_neuron_min[static_cast<std::size_t>(n)])
-      margin.mlp_neuron_min[static_cast<std::size_t>(n)] = std::fabs(g);
-    if (g != 0 && std::fabs(g) < margin.mlp_min) {
-      margin.mlp_min = std::fabs(g);
+  const float lo = reference::neuron_products(p.neurons.data(), p.neurons.size(), t.gate_out.data(), t.up_out.data(),
+                                              t.product.data(), margin.mlp_neuron_min.data(), dtype_);
+  if (lo < margin.mlp_min) {  // the first neuron that has it, as a note per neuron would keep
+    margin.mlp_min = lo;
+    for (const std::int32_t n : p.neurons) {
+      if (std::fabs(t.gate_out[static_cast<std::size_t>(n)]) != lo) continue;
       const auto& names = layers_[li].mlp.neuron_op;
       margin.mlp_where = "neuron " + std::to_string(n) + (n < static_cast<std::int32_t>(names.size())
                                                               ? " (" + names[static_cast<std::size_t>(n)] + ")"
                                                               : "");
+      break;
     }
-    // silu(g)·u with u == 0 (or g == 0, silu 0) is a zero of either sign when the other factor is
-    // finite (|g| < 1e38: silu(g) rounded to bf16 cannot overflow), and a zero of either sign adds
-    // nothing to down's sums.
-    const bool zero = (u == 0 && std::fabs(g) < 1e38f) || (g == 0 && std::isfinite(u));
-    t.product[static_cast<std::size_t>(n)] =
-        zero ? 0.0f : round_to(dtype_, round_to(dtype_, silu_in(dtype_, g)) * u);
   }
   reference::multiply(p.down, t.product.data(), t.mlp_out.data(), dtype_);
   put_back_zeros(t.gate_out, p.written.gate);
