@@ -155,8 +155,17 @@ TEST(SlicedMatrix, ChoosesTheFormAndStorageTheWeightsAllow) {
     EXPECT_EQ(s.steps, 8);  // the window's columns
     EXPECT_EQ(s.first_row % 16, 0);
   }
-  EXPECT_FALSE(by_column.val_bf16.empty());  // exact in bf16: packed
+  EXPECT_FALSE(by_column.code.empty());  // three distinct weights: codes into a table
   EXPECT_TRUE(by_column.val.empty());
+  EXPECT_TRUE(by_column.val_bf16.empty());
+
+  // More than 16 distinct weights, all exact in bf16: bf16 bits.
+  SparseMatrix many = narrow;
+  for (std::size_t k = 0; k < many.val.size(); ++k) many.val[k] = 64.0 * static_cast<double>(k % 40 + 1);
+  const reference::SlicedMatrix packed = reference::slice(many, DType::kF32);
+  EXPECT_TRUE(packed.code.empty());
+  EXPECT_FALSE(packed.val_bf16.empty());
+  EXPECT_TRUE(packed.val.empty());
 
   // Rows not in column order: only gathering keeps each row's order.
   std::mt19937 rng(7);
@@ -164,6 +173,7 @@ TEST(SlicedMatrix, ChoosesTheFormAndStorageTheWeightsAllow) {
   const reference::SlicedMatrix by_lane = reference::slice(shuffled, DType::kF32);
   for (const auto& s : by_lane.slices) EXPECT_GE(s.lane_cols, 0);
   EXPECT_TRUE(by_lane.val_bf16.empty());  // f32 weights kept as they are
+  EXPECT_TRUE(by_lane.code.empty());
   EXPECT_FALSE(by_lane.val.empty());
 }
 

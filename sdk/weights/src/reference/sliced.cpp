@@ -3,6 +3,8 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <bit>
+#include <cmath>
 
 namespace qgpu::weights::reference {
 
@@ -76,7 +78,27 @@ SlicedMatrix slice(const SparseMatrix& m, DType dtype) {
       }
     }
   }
-  if (std::all_of(s.val.begin(), s.val.end(), [](float v) { return round_bf16(v) == v; })) {
+  std::vector<float> distinct = s.val;
+  std::sort(distinct.begin(), distinct.end());
+  // (Entries are told apart by their bits: a -0 is not a +0. Equal floats of other bits sort
+  // together; a -0 among +0s may leave a +0 twice in the table, which costs nothing.)
+  distinct.erase(std::unique(distinct.begin(), distinct.end(), [](float a, float b) {
+                   return std::bit_cast<std::uint32_t>(a) == std::bit_cast<std::uint32_t>(b);
+                 }),
+                 distinct.end());
+  if (distinct.size() <= static_cast<std::size_t>(kSliceRows) &&
+      std::none_of(distinct.begin(), distinct.end(), [](float v) { return std::isnan(v); })) {
+    s.table = distinct;
+    s.table.resize(kSliceRows, 0.0f);
+    s.code.reserve(s.val.size());
+    for (float v : s.val) {
+      const auto at = std::find_if(distinct.begin(), distinct.end(), [&](float d) {
+        return std::bit_cast<std::uint32_t>(d) == std::bit_cast<std::uint32_t>(v);
+      });
+      s.code.push_back(static_cast<std::uint8_t>(at - distinct.begin()));
+    }
+    s.val = {};
+  } else if (std::all_of(s.val.begin(), s.val.end(), [](float v) { return round_bf16(v) == v; })) {
     s.val_bf16.reserve(s.val.size());
     for (float v : s.val) s.val_bf16.push_back(bf16_bits(v));
     s.val = {};
@@ -108,25 +130,32 @@ void multiply_plain(const SlicedMatrix& m, const float* x, float* y, DType dtype
 
 namespace {
 
-// Step `step`'s 16 weights.
-template <bool kBf16>
-__attribute__((target("avx512f"))) inline __m512 weights(const SlicedMatrix& m, std::int64_t step) {
-  if constexpr (kBf16) {
+// How a matrix holds its weights (SlicedMatrix: code, val_bf16, val).
+enum class Form { kCode, kBf16, kF32 };
+
+// Step `step`'s 16 weights; `table` is the matrix's table, loaded (kCode).
+template <Form kForm>
+__attribute__((target("avx512f"))) inline __m512 weights(const SlicedMatrix& m, std::int64_t step, __m512 table) {
+  if constexpr (kForm == Form::kCode) {
+    const __m128i codes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(m.code.data() + step * kSliceRows));
+    // (The masked forms with every lane on: GCC 12 warns on the unmasked ones' undefined source.)
+    return _mm512_maskz_permutexvar_ps(0xFFFF, _mm512_maskz_cvtepu8_epi32(0xFFFF, codes), table);
+  } else if constexpr (kForm == Form::kBf16) {
     const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(m.val_bf16.data() + step * kSliceRows));
-    return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xFFFF, _mm512_cvtepu16_epi32(bits), 16));
+    return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xFFFF, _mm512_maskz_cvtepu16_epi32(0xFFFF, bits), 16));
   } else {
     return _mm512_loadu_ps(m.val.data() + step * kSliceRows);
   }
 }
 
 // Steps [from, to) of a slice by column: each adds w·x[c] in the lanes whose row has column c.
-template <bool kBf16>
+template <Form kForm>
 __attribute__((target("avx512f"))) inline void add_by_column(const SlicedMatrix& m, const SlicedMatrix::Slice& sl,
                                                               std::int64_t from, std::int64_t to, const float* x,
-                                                              __m512& acc) {
+                                                              __m512 table, __m512& acc) {
   for (std::int64_t k = sl.first + from; k < sl.first + to; ++k)
     acc = _mm512_mask_add_ps(acc, static_cast<__mmask16>(m.mask[static_cast<std::size_t>(k)]), acc,
-                             _mm512_mul_ps(weights<kBf16>(m, k), _mm512_set1_ps(x[m.column[static_cast<std::size_t>(k)]])));
+                             _mm512_mul_ps(weights<kForm>(m, k, table), _mm512_set1_ps(x[m.column[static_cast<std::size_t>(k)]])));
 }
 
 // Rounds a slice's sums to the dtype and writes them to their rows.
@@ -156,10 +185,11 @@ __attribute__((target("avx512f"))) inline void store(const SlicedMatrix& m, std:
     if (row[lane] >= 0) y[row[lane]] = sums[lane];
 }
 
-template <bool kBf16>
+template <Form kForm>
 __attribute__((target("avx512f"))) void multiply_avx512(const SlicedMatrix& m, const float* x, float* y,
                                                          DType dtype) {
   const std::size_t n = m.slices.size();
+  const __m512 table = kForm == Form::kCode ? _mm512_loadu_ps(m.table.data()) : _mm512_setzero_ps();
   for (std::size_t i = 0; i < n; ++i) {
     const SlicedMatrix::Slice& sl = m.slices[i];
     __m512 acc = _mm512_setzero_ps();
@@ -172,24 +202,24 @@ __attribute__((target("avx512f"))) void multiply_avx512(const SlicedMatrix& m, c
         for (std::int64_t k = 0; k < both; ++k) {
           const std::size_t a = static_cast<std::size_t>(sl.first + k), b = static_cast<std::size_t>(next.first + k);
           acc = _mm512_mask_add_ps(acc, static_cast<__mmask16>(m.mask[a]), acc,
-                                   _mm512_mul_ps(weights<kBf16>(m, sl.first + k), _mm512_set1_ps(x[m.column[a]])));
+                                   _mm512_mul_ps(weights<kForm>(m, sl.first + k, table), _mm512_set1_ps(x[m.column[a]])));
           acc2 = _mm512_mask_add_ps(acc2, static_cast<__mmask16>(m.mask[b]), acc2,
-                                    _mm512_mul_ps(weights<kBf16>(m, next.first + k), _mm512_set1_ps(x[m.column[b]])));
+                                    _mm512_mul_ps(weights<kForm>(m, next.first + k, table), _mm512_set1_ps(x[m.column[b]])));
         }
-        add_by_column<kBf16>(m, sl, both, sl.steps, x, acc);
-        add_by_column<kBf16>(m, next, both, next.steps, x, acc2);
+        add_by_column<kForm>(m, sl, both, sl.steps, x, table, acc);
+        add_by_column<kForm>(m, next, both, next.steps, x, table, acc2);
         store(m, i, acc, y, dtype);
         store(m, ++i, acc2, y, dtype);
         continue;
       }
-      add_by_column<kBf16>(m, sl, 0, sl.steps, x, acc);
+      add_by_column<kForm>(m, sl, 0, sl.steps, x, table, acc);
     } else {
       // (The masked gather with every lane on is the plain one, without GCC 12's warning.)
       const std::int32_t* col = m.lane_col.data() + sl.lane_cols * kSliceRows;
       for (std::int64_t k = 0; k < sl.steps; ++k) {
         const __m512i idx = _mm512_loadu_si512(col + k * kSliceRows);
         const __m512 xs = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), 0xFFFF, idx, x, 4);
-        acc = _mm512_add_ps(acc, _mm512_mul_ps(weights<kBf16>(m, sl.first + k), xs));
+        acc = _mm512_add_ps(acc, _mm512_mul_ps(weights<kForm>(m, sl.first + k, table), xs));
       }
     }
     store(m, i, acc, y, dtype);
@@ -204,10 +234,12 @@ bool has_avx512() {
 }  // namespace
 
 void multiply(const SlicedMatrix& m, const float* x, float* y, DType dtype) {
-  if (has_avx512() && !m.val_bf16.empty())
-    multiply_avx512<true>(m, x, y, dtype);
-  else if (has_avx512())
-    multiply_avx512<false>(m, x, y, dtype);
+  if (has_avx512() && !m.code.empty())
+    multiply_avx512<Form::kCode>(m, x, y, dtype);
+  else if (has_avx512() && !m.val_bf16.empty())
+    multiply_avx512<Form::kBf16>(m, x, y, dtype);
+  else if (has_avx512() && !m.val.empty())
+    multiply_avx512<Form::kF32>(m, x, y, dtype);
   else
     multiply_plain(m, x, y, dtype);
 }

@@ -40,11 +40,17 @@ struct SlicedMatrix {
   std::vector<std::int32_t> row;        // [slices * 16]: each lane's output row (-1: none)
   std::vector<std::int32_t> column;     // [steps]: by column, the step's column
   std::vector<std::uint16_t> mask;      // [steps]: by column, the lanes whose row has that column
-  std::vector<float> val;               // [steps * 16]: weights rounded to the dtype, 0 where absent
-  std::vector<std::uint16_t> val_bf16;  // the same as bf16 bits, instead of val where every weight is
-                                        // exact in bf16 (a circuit's are): half the bytes to stream
+  // The weights [steps * 16], rounded to the dtype, 0 where absent, in one of three forms (the
+  // fewest bytes to stream that hold them exactly):
+  std::vector<std::uint8_t> code;       // an index into `table`, where the matrix has at most 16
+                                        // distinct weights (a circuit's usually has a handful)
+  std::vector<float> table;             // 16 floats (unused ones 0)
+  std::vector<std::uint16_t> val_bf16;  // bf16 bits, where every weight is exact in bf16 (a circuit's are)
+  std::vector<float> val;               // else the floats themselves
   float weight(std::int64_t cell) const {
-    return val_bf16.empty() ? val[static_cast<std::size_t>(cell)] : bf16_from_bits(val_bf16[static_cast<std::size_t>(cell)]);
+    const auto at = static_cast<std::size_t>(cell);
+    if (!code.empty()) return table[code[at]];
+    return val_bf16.empty() ? val[at] : bf16_from_bits(val_bf16[at]);
   }
   std::vector<std::int32_t> lane_col;   // [by-lane steps * 16]: by lane, each lane's column
   std::vector<std::int32_t> nonempty;   // the rows with nonzeros, ascending
