@@ -90,12 +90,12 @@ SlicedMatrix slice(const SparseMatrix& m, DType dtype) {
       std::none_of(distinct.begin(), distinct.end(), [](float v) { return std::isnan(v); })) {
     s.table = distinct;
     s.table.resize(kSliceRows, 0.0f);
-    s.code.reserve(s.val.size());
-    for (float v : s.val) {
+    s.code.assign(s.val.size() / 2, 0);  // (steps of 16 cells: an even count)
+    for (std::size_t cell = 0; cell < s.val.size(); ++cell) {
       const auto at = std::find_if(distinct.begin(), distinct.end(), [&](float d) {
-        return std::bit_cast<std::uint32_t>(d) == std::bit_cast<std::uint32_t>(v);
+        return std::bit_cast<std::uint32_t>(d) == std::bit_cast<std::uint32_t>(s.val[cell]);
       });
-      s.code.push_back(static_cast<std::uint8_t>(at - distinct.begin()));
+      s.code[cell / 2] = static_cast<std::uint8_t>(s.code[cell / 2] | (at - distinct.begin()) << (cell % 2 * 4));
     }
     s.val = {};
   } else if (std::all_of(s.val.begin(), s.val.end(), [](float v) { return round_bf16(v) == v; })) {
@@ -137,9 +137,13 @@ enum class Form { kCode, kBf16, kF32 };
 template <Form kForm>
 __attribute__((target("avx512f"))) inline __m512 weights(const SlicedMatrix& m, std::int64_t step, __m512 table) {
   if constexpr (kForm == Form::kCode) {
-    const __m128i codes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(m.code.data() + step * kSliceRows));
+    // Eight bytes, a lane's code in each nibble: every byte twice, the odd lanes shifted down by 4
+    // (the permutation reads an index's low 4 bits only).
+    const __m128i packed = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(m.code.data() + step * kSliceRows / 2));
     // (The masked forms with every lane on: GCC 12 warns on the unmasked ones' undefined source.)
-    return _mm512_maskz_permutexvar_ps(0xFFFF, _mm512_maskz_cvtepu8_epi32(0xFFFF, codes), table);
+    const __m512i codes = _mm512_maskz_srlv_epi32(0xFFFF, _mm512_maskz_cvtepu8_epi32(0xFFFF, _mm_unpacklo_epi8(packed, packed)),
+                                                  _mm512_set_epi32(4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0));
+    return _mm512_maskz_permutexvar_ps(0xFFFF, codes, table);
   } else if constexpr (kForm == Form::kBf16) {
     const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(m.val_bf16.data() + step * kSliceRows));
     return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xFFFF, _mm512_maskz_cvtepu16_epi32(0xFFFF, bits), 16));

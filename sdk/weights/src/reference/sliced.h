@@ -42,14 +42,15 @@ struct SlicedMatrix {
   std::vector<std::uint16_t> mask;      // [steps]: by column, the lanes whose row has that column
   // The weights [steps * 16], rounded to the dtype, 0 where absent, in one of three forms (the
   // fewest bytes to stream that hold them exactly):
-  std::vector<std::uint8_t> code;       // an index into `table`, where the matrix has at most 16
-                                        // distinct weights (a circuit's usually has a handful)
+  std::vector<std::uint8_t> code;       // 4-bit indices into `table`, two a byte (cell 2i in the low
+                                        // nibble, 2i + 1 in the high one), where the matrix has at most
+                                        // 16 distinct weights (a circuit's usually has a handful)
   std::vector<float> table;             // 16 floats (unused ones 0)
   std::vector<std::uint16_t> val_bf16;  // bf16 bits, where every weight is exact in bf16 (a circuit's are)
   std::vector<float> val;               // else the floats themselves
   float weight(std::int64_t cell) const {
     const auto at = static_cast<std::size_t>(cell);
-    if (!code.empty()) return table[code[at]];
+    if (!code.empty()) return table[(code[at / 2] >> (at % 2 * 4)) & 15u];
     return val_bf16.empty() ? val[at] : bf16_from_bits(val_bf16[at]);
   }
   std::vector<std::int32_t> lane_col;   // [by-lane steps * 16]: by lane, each lane's column
