@@ -168,15 +168,15 @@ struct LaunchSession::State {
     if (!engine->scorer && ++engine->scored > CircuitEngine::Parts::kScoredPlainly)
       engine->scorer = std::make_unique<weights::RowSums>(u);
     if (engine->scorer) {
-      engine->scorer->compute(residual.data(), sums);
-    } else {
-      sums.assign(static_cast<std::size_t>(u.rows), 0.0);
-      for (std::int64_t r = 0; r < u.rows; ++r) {
-        double acc = 0;
-        for (std::int64_t p = u.row_ptr[r]; p < u.row_ptr[r + 1]; ++p)
-          acc += u.val[static_cast<std::size_t>(p)] * residual[static_cast<std::size_t>(u.col[p])];
-        sums[static_cast<std::size_t>(r)] = acc;
-      }
+      engine->scorer->compute_scaled(residual.data(), weights::kResidualUnit, logits);
+      return logits;
+    }
+    sums.assign(static_cast<std::size_t>(u.rows), 0.0);
+    for (std::int64_t r = 0; r < u.rows; ++r) {
+      double acc = 0;
+      for (std::int64_t p = u.row_ptr[r]; p < u.row_ptr[r + 1]; ++p)
+        acc += u.val[static_cast<std::size_t>(p)] * residual[static_cast<std::size_t>(u.col[p])];
+      sums[static_cast<std::size_t>(r)] = acc;
     }
     logits.resize(sums.size());
     for (std::size_t r = 0; r < sums.size(); ++r) logits[r] = static_cast<float>(sums[r] / weights::kResidualUnit);

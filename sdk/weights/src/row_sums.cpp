@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <immintrin.h>
 #include <unordered_map>
 
 namespace qgpu::weights {
@@ -76,7 +77,7 @@ RowSums::RowSums(const SparseMatrix& m) {
   sums_.assign(col_.size() + 1, 0.0);
 }
 
-void RowSums::compute(const float* x, std::vector<double>& out) {
+void RowSums::extend(const float* x) {
   double* sum = sums_.data();
   sum[0] = 0.0;
   const std::size_t n = col_.size();
@@ -86,8 +87,37 @@ void RowSums::compute(const float* x, std::vector<double>& out) {
   } else {
     for (std::size_t i = 0; i < n; ++i) sum[i + 1] = sum[parent_[i]] + weight_wide_[i] * static_cast<double>(x[col_[i]]);
   }
+}
+
+void RowSums::compute(const float* x, std::vector<double>& out) {
+  extend(x);
   out.resize(leaf_.size());
-  for (std::size_t r = 0; r < leaf_.size(); ++r) out[r] = sum[leaf_[r]];
+  for (std::size_t r = 0; r < leaf_.size(); ++r) out[r] = sums_[static_cast<std::size_t>(leaf_[r])];
+}
+
+namespace {
+// out[r] = float(sum[leaf[r]] / divisor) for r in [0, n), 8 rows at a time; returns where it stopped.
+__attribute__((target("avx512f"))) std::size_t scale_avx512(const double* sum, const std::int32_t* leaf, std::size_t n,
+                                                            double divisor, float* out) {
+  const __m512d d = _mm512_set1_pd(divisor);
+  std::size_t r = 0;
+  for (; r + 8 <= n; r += 8) {
+    const __m256i at = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(leaf + r));
+    const __m512d v = _mm512_mask_i32gather_pd(_mm512_setzero_pd(), 0xFF, at, sum, 8);
+    // (The masked conversion with every lane on: GCC 12 warns on the unmasked one's undefined source.)
+    _mm256_storeu_ps(out + r, _mm512_maskz_cvtpd_ps(0xFF, _mm512_div_pd(v, d)));
+  }
+  return r;
+}
+}  // namespace
+
+void RowSums::compute_scaled(const float* x, double divisor, std::vector<float>& out) {
+  extend(x);
+  const std::size_t n = leaf_.size();
+  out.resize(n);
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
+  std::size_t r = avx512 ? scale_avx512(sums_.data(), leaf_.data(), n, divisor, out.data()) : 0;
+  for (; r < n; ++r) out[r] = static_cast<float>(sums_[static_cast<std::size_t>(leaf_[r])] / divisor);
 }
 
 }  // namespace qgpu::weights

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <random>
+#include <string>
 #include <vector>
 
 namespace qgpu::weights {
@@ -43,6 +45,51 @@ TEST(Choice, TiesNanAndTextWinnersAreErrors) {
       << text.status().message();
   EXPECT_FALSE(choose(std::vector<float>{1.0f}, 1));  // no machine row
   EXPECT_FALSE(choose(std::vector<float>{}));
+}
+
+// Long rows of logits (the lanes and their tails), with ties, infinities, zeros of both signs and
+// NaN, against the definition: the first index of the largest, its lead over the largest of the
+// others, the first NaN by index.
+TEST(Choice, LongRowsFollowTheDefinition) {
+  std::mt19937 rng(41);
+  const float pool[] = {-INFINITY, INFINITY, 0.0f, -0.0f, 1.0f, 2.0f, 2.5f, -3.0f, 1e30f, -1e30f};
+  for (int trial = 0; trial < 3000; ++trial) {
+    const std::size_t n = std::uniform_int_distribution<std::size_t>(1, 120)(rng);
+    std::vector<float> logits(n);
+    for (float& v : logits)
+      v = std::uniform_int_distribution<int>(0, 3)(rng) == 0
+              ? pool[std::uniform_int_distribution<std::size_t>(0, std::size(pool) - 1)(rng)]
+              : std::uniform_real_distribution<float>(-50.0f, 50.0f)(rng);
+    if (trial % 10 == 0) logits[std::uniform_int_distribution<std::size_t>(0, n - 1)(rng)] = std::nanf("");
+    const auto text = static_cast<std::int64_t>(std::uniform_int_distribution<std::size_t>(0, n - 1)(rng));
+    SCOPED_TRACE(::testing::Message() << "trial " << trial << ", " << n << " logits, " << text << " text rows");
+    const auto got = choose(logits, text);
+    std::size_t first_nan = n, best = 0;
+    for (std::size_t t = 0; t < n; ++t) {
+      if (std::isnan(logits[t]) && first_nan == n) first_nan = t;
+      if (logits[t] > logits[best]) best = t;
+    }
+    if (first_nan < n) {
+      ASSERT_FALSE(got);
+      const auto row = static_cast<std::int64_t>(first_nan);
+      EXPECT_EQ(got.status().message(), "choose: logit of " + (row < text ? "text row " + std::to_string(row)
+                                                                         : "machine row " + std::to_string(row - text)) +
+                                            " is NaN");
+      continue;
+    }
+    double second = -INFINITY;
+    for (std::size_t t = 0; t < n; ++t)
+      if (t != best) second = std::max(second, static_cast<double>(logits[t]));
+    const double margin = static_cast<double>(logits[best]) - second;
+    if (!(margin > 0) || static_cast<std::int64_t>(best) < text) {
+      EXPECT_FALSE(got);
+      continue;
+    }
+    ASSERT_TRUE(got) << got.status().message();
+    EXPECT_EQ(got->offset, static_cast<std::int64_t>(best) - text);
+    EXPECT_EQ(got->logit, static_cast<double>(logits[best]));
+    EXPECT_EQ(got->margin, margin);
+  }
 }
 
 }  // namespace

@@ -260,6 +260,12 @@ TEST(RowSums, EqualTheLoopOverEachRow) {
                     (std::isnan(want) && std::isnan(have)))
             << "row " << r << ": want " << want << ", got " << have;
       }
+      // As logits: each sum divided and rounded to float, as the loop over `got` would.
+      std::vector<float> logits;
+      sums.compute_scaled(x.data(), kResidualUnit, logits);
+      ASSERT_EQ(logits.size(), got.size());
+      for (std::size_t r = 0; r < got.size(); ++r)
+        EXPECT_TRUE(same_float(static_cast<float>(got[r] / kResidualUnit), logits[r])) << "logit of row " << r;
     }
   }
 }

@@ -20,6 +20,8 @@ class RowSums {
 
   // out[r] = the row's sum for every row of the matrix (0 for an empty row); x holds the columns.
   void compute(const float* x, std::vector<double>& out);
+  // out[r] = the row's sum / divisor, rounded to float (a logit): what compute() and that loop give.
+  void compute_scaled(const float* x, double divisor, std::vector<float>& out);
   std::int64_t rows() const { return static_cast<std::int64_t>(leaf_.size()); }
   std::int64_t terms() const { return static_cast<std::int64_t>(col_.size()); }  // distinct prefixes
 
@@ -31,6 +33,7 @@ class RowSums {
   std::vector<double> weight_wide_;
   std::vector<std::int32_t> leaf_;    // per row: the prefix that is the whole row
   std::vector<double> sums_;          // per prefix, scratch of compute()
+  void extend(const float* x);        // sums_ for x
 };
 
 }  // namespace qgpu::weights
