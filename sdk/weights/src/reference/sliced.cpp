@@ -14,6 +14,49 @@ namespace {
 constexpr std::int64_t kGatherSteps = 4;
 }  // namespace
 
+namespace {
+// Moves the slices' steps into groups (sliced.h): the slices by column four at a time, longest first,
+// each group's steps interleaved; then the slices by lane, each contiguous.
+void group(SlicedMatrix& s) {
+  const std::vector<std::int32_t> column = std::move(s.column);
+  const std::vector<std::uint16_t> mask = std::move(s.mask);
+  const std::vector<float> val = std::move(s.val);
+  s.column.clear();
+  s.mask.clear();
+  s.val.clear();
+  auto copy = [&](const SlicedMatrix::Slice* from, std::int64_t k) {  // one step, or padding
+    const bool real = from != nullptr && k < from->steps;
+    const std::size_t at = real ? static_cast<std::size_t>(from->first + k) : 0;
+    s.column.push_back(real ? column[at] : static_cast<std::int32_t>(s.cols));
+    s.mask.push_back(real ? mask[at] : 0);
+    for (int lane = 0; lane < kSliceRows; ++lane) s.val.push_back(real ? val[at * kSliceRows + lane] : 0.0f);
+  };
+  std::vector<std::int32_t> by_column;
+  for (std::size_t i = 0; i < s.slices.size(); ++i)
+    (s.slices[i].lane_cols < 0 ? by_column : s.by_lane).push_back(static_cast<std::int32_t>(i));
+  std::stable_sort(by_column.begin(), by_column.end(),
+                   [&](std::int32_t a, std::int32_t b) { return s.slices[a].steps > s.slices[b].steps; });
+  std::vector<SlicedMatrix::Slice> moved = s.slices;
+  for (std::size_t g = 0; g < by_column.size(); g += kGroupSlices) {
+    SlicedMatrix::Group& group = s.groups.emplace_back();
+    group.first = static_cast<std::int64_t>(s.column.size());
+    group.steps = s.slices[by_column[g]].steps;  // the longest (sorted)
+    for (std::size_t j = 0; j < kGroupSlices && g + j < by_column.size(); ++j) {
+      group.slice[j] = by_column[g + j];
+      moved[by_column[g + j]].first = group.first + static_cast<std::int64_t>(j);
+      moved[by_column[g + j]].stride = kGroupSlices;
+    }
+    for (std::int64_t k = 0; k < group.steps; ++k)
+      for (const std::int32_t j : group.slice) copy(j < 0 ? nullptr : &s.slices[j], k);
+  }
+  for (const std::int32_t i : s.by_lane) {
+    moved[i].first = static_cast<std::int64_t>(s.column.size());
+    for (std::int64_t k = 0; k < s.slices[i].steps; ++k) copy(&s.slices[i], k);
+  }
+  s.slices = std::move(moved);
+}
+}  // namespace
+
 SlicedMatrix slice(const SparseMatrix& m, DType dtype) {
   SlicedMatrix s;
   s.rows = m.rows;
@@ -78,6 +121,7 @@ SlicedMatrix slice(const SparseMatrix& m, DType dtype) {
       }
     }
   }
+  group(s);
   std::vector<float> distinct = s.val;
   std::sort(distinct.begin(), distinct.end());
   // (Entries are told apart by their bits: a -0 is not a +0. Equal floats of other bits sort
@@ -111,7 +155,7 @@ void multiply_plain(const SlicedMatrix& m, const float* x, float* y, DType dtype
     const SlicedMatrix::Slice& sl = m.slices[i];
     float acc[kSliceRows] = {};
     for (std::int64_t k = 0; k < sl.steps; ++k) {
-      const std::size_t step = static_cast<std::size_t>(sl.first + k);
+      const std::size_t step = static_cast<std::size_t>(sl.first + k * sl.stride);
       const std::int64_t cell = static_cast<std::int64_t>(step) * kSliceRows;
       if (sl.lane_cols < 0) {
         const float xc = x[m.column[step]];
@@ -152,16 +196,6 @@ __attribute__((target("avx512f"))) inline __m512 weights(const SlicedMatrix& m, 
   }
 }
 
-// Steps [from, to) of a slice by column: each adds w·x[c] in the lanes whose row has column c.
-template <Form kForm>
-__attribute__((target("avx512f"))) inline void add_by_column(const SlicedMatrix& m, const SlicedMatrix::Slice& sl,
-                                                              std::int64_t from, std::int64_t to, const float* x,
-                                                              __m512 table, __m512& acc) {
-  for (std::int64_t k = sl.first + from; k < sl.first + to; ++k)
-    acc = _mm512_mask_add_ps(acc, static_cast<__mmask16>(m.mask[static_cast<std::size_t>(k)]), acc,
-                             _mm512_mul_ps(weights<kForm>(m, k, table), _mm512_set1_ps(x[m.column[static_cast<std::size_t>(k)]])));
-}
-
 // Rounds a slice's sums to the dtype and writes them to their rows.
 __attribute__((target("avx512f"))) inline void store(const SlicedMatrix& m, std::size_t i, __m512 acc, float* y,
                                                       DType dtype) {
@@ -192,41 +226,34 @@ __attribute__((target("avx512f"))) inline void store(const SlicedMatrix& m, std:
 template <Form kForm>
 __attribute__((target("avx512f"))) void multiply_avx512(const SlicedMatrix& m, const float* x, float* y,
                                                          DType dtype) {
-  const std::size_t n = m.slices.size();
   const __m512 table = kForm == Form::kCode ? _mm512_loadu_ps(m.table.data()) : _mm512_setzero_ps();
-  for (std::size_t i = 0; i < n; ++i) {
-    const SlicedMatrix::Slice& sl = m.slices[i];
-    __m512 acc = _mm512_setzero_ps();
-    if (sl.lane_cols < 0) {
-      // Two slices by column side by side: each lane's sum is a chain of adds, two chains overlap.
-      if (i + 1 < n && m.slices[i + 1].lane_cols < 0) {
-        const SlicedMatrix::Slice& next = m.slices[i + 1];
-        __m512 acc2 = _mm512_setzero_ps();
-        const std::int64_t both = std::min(sl.steps, next.steps);
-        for (std::int64_t k = 0; k < both; ++k) {
-          const std::size_t a = static_cast<std::size_t>(sl.first + k), b = static_cast<std::size_t>(next.first + k);
-          acc = _mm512_mask_add_ps(acc, static_cast<__mmask16>(m.mask[a]), acc,
-                                   _mm512_mul_ps(weights<kForm>(m, sl.first + k, table), _mm512_set1_ps(x[m.column[a]])));
-          acc2 = _mm512_mask_add_ps(acc2, static_cast<__mmask16>(m.mask[b]), acc2,
-                                    _mm512_mul_ps(weights<kForm>(m, next.first + k, table), _mm512_set1_ps(x[m.column[b]])));
-        }
-        add_by_column<kForm>(m, sl, both, sl.steps, x, table, acc);
-        add_by_column<kForm>(m, next, both, next.steps, x, table, acc2);
-        store(m, i, acc, y, dtype);
-        store(m, ++i, acc2, y, dtype);
-        continue;
-      }
-      add_by_column<kForm>(m, sl, 0, sl.steps, x, table, acc);
-    } else {
-      // (The masked gather with every lane on is the plain one, without GCC 12's warning.)
-      const std::int32_t* col = m.lane_col.data() + sl.lane_cols * kSliceRows;
-      for (std::int64_t k = 0; k < sl.steps; ++k) {
-        const __m512i idx = _mm512_loadu_si512(col + k * kSliceRows);
-        const __m512 xs = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), 0xFFFF, idx, x, 4);
-        acc = _mm512_add_ps(acc, _mm512_mul_ps(weights<kForm>(m, sl.first + k, table), xs));
+  static_assert(kGroupSlices == 4);
+  for (const SlicedMatrix::Group& g : m.groups) {
+    // Four chains of adds side by side, one per slice.
+    __m512 acc[kGroupSlices] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    for (std::int64_t k = 0; k < g.steps; ++k) {
+      const std::int64_t step = g.first + k * kGroupSlices;
+#pragma GCC unroll 4
+      for (int j = 0; j < kGroupSlices; ++j) {
+        const std::size_t at = static_cast<std::size_t>(step + j);
+        acc[j] = _mm512_mask_add_ps(acc[j], static_cast<__mmask16>(m.mask[at]), acc[j],
+                                    _mm512_mul_ps(weights<kForm>(m, step + j, table), _mm512_set1_ps(x[m.column[at]])));
       }
     }
-    store(m, i, acc, y, dtype);
+    for (int j = 0; j < kGroupSlices; ++j)
+      if (g.slice[j] >= 0) store(m, static_cast<std::size_t>(g.slice[j]), acc[j], y, dtype);
+  }
+  for (const std::int32_t i : m.by_lane) {
+    const SlicedMatrix::Slice& sl = m.slices[static_cast<std::size_t>(i)];
+    __m512 acc = _mm512_setzero_ps();
+    // (The masked gather with every lane on is the plain one, without GCC 12's warning.)
+    const std::int32_t* col = m.lane_col.data() + sl.lane_cols * kSliceRows;
+    for (std::int64_t k = 0; k < sl.steps; ++k) {
+      const __m512i idx = _mm512_loadu_si512(col + k * kSliceRows);
+      const __m512 xs = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), 0xFFFF, idx, x, 4);
+      acc = _mm512_add_ps(acc, _mm512_mul_ps(weights<kForm>(m, sl.first + k, table), xs));
+    }
+    store(m, static_cast<std::size_t>(i), acc, y, dtype);
   }
 }
 

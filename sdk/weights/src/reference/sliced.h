@@ -9,6 +9,10 @@
 //  - by lane: step k holds every row's k-th nonzero (a gather of 16 x values);
 //    shorter rows are padded with a zero weight on column `cols`, where x
 //    holds an exact 0.
+// Slices by column are then grouped four at a time (those of similar step
+// counts together) and their steps interleaved, so that one loop runs four
+// independent sums; a slice shorter than its group's longest is padded with
+// steps that add in no lane.
 // Each output is acc = fl(acc + fl(w·x)) over its row's nonzeros in column
 // order, then one rounding to the dtype: exactly what a loop over the
 // compressed row computes, for any values (a padded term adds fl(0·0) = +0,
@@ -25,11 +29,13 @@
 namespace qgpu::weights::reference {
 
 inline constexpr int kSliceRows = 16;
+inline constexpr int kGroupSlices = 4;
 
 struct SlicedMatrix {
   struct Slice {
     std::int64_t first = 0;      // its first step (an index into column, mask and val / 16)
-    std::int64_t steps = 0;
+    std::int64_t steps = 0;      // its own steps: step k is first + k · stride
+    std::int64_t stride = 1;     // kGroupSlices by column (a group's steps interleave), 1 by lane
     std::int64_t lane_cols = -1; // by lane: its first step's offset into lane_col / 16; by column: -1
     std::int32_t first_row = -1; // where its rows are consecutive (the usual case): the first; else -1
     std::uint16_t lanes = 0;     // the lanes with a row
@@ -37,8 +43,15 @@ struct SlicedMatrix {
   std::int64_t rows = 0;
   std::int64_t cols = 0;                // x needs cols + 1 floats: x[cols] must be 0 (the padding's column)
   std::vector<Slice> slices;
+  struct Group {
+    std::int64_t first = 0;  // step k of its j-th slice is first + k · kGroupSlices + j
+    std::int64_t steps = 0;  // its longest slice's
+    std::int32_t slice[kGroupSlices] = {-1, -1, -1, -1};  // (-1: none; its steps add in no lane)
+  };
+  std::vector<Group> groups;            // the slices by column
+  std::vector<std::int32_t> by_lane;    // the slices by lane
   std::vector<std::int32_t> row;        // [slices * 16]: each lane's output row (-1: none)
-  std::vector<std::int32_t> column;     // [steps]: by column, the step's column
+  std::vector<std::int32_t> column;     // [steps]: by column, the step's column (cols on padding)
   std::vector<std::uint16_t> mask;      // [steps]: by column, the lanes whose row has that column
   // The weights [steps * 16], rounded to the dtype, 0 where absent, in one of three forms (the
   // fewest bytes to stream that hold them exactly):
