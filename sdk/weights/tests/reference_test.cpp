@@ -433,6 +433,13 @@ TEST(Lanes, HeadRowUpdatesAndGatedOutputEqualThePlainLoops) {
         reference::correct(y.data(), x.data(), a, n);
         reference::correct_plain(y_plain.data(), x.data(), a, n);
         EXPECT_TRUE(same_floats(y_plain, y)) << "correct";
+        std::vector<float> o = lane_values(rng, w, DType::kF32), o_plain = o;
+        const float ss = reference::round_and_sum_squares(o.data(), n, dtype);
+        const float ss_plain = reference::round_and_sum_squares_plain(o_plain.data(), n, dtype);
+        EXPECT_TRUE(same_floats(o_plain, o)) << "round_and_sum_squares' rounding";
+        EXPECT_TRUE(same_float(ss_plain, ss)) << "round_and_sum_squares";
+        EXPECT_TRUE(same_float(reference::smallest_magnitude_plain(z.data(), n), reference::smallest_magnitude(z.data(), n)))
+            << "smallest_magnitude";
         std::vector<float> out = lane_values(rng, w, dtype), out_plain = out;
         reference::gated_output(x.data(), z.data(), a, b, n, out.data(), dtype);
         reference::gated_output_plain(x.data(), z.data(), a, b, n, out_plain.data(), dtype);

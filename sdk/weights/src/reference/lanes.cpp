@@ -78,6 +78,24 @@ void gated_output_plain(const float* o, const float* z, float rr, float weight, 
   }
 }
 
+float round_and_sum_squares_plain(float* o, std::int64_t n, DType dtype) {
+  float ss = 0;
+  for (std::int64_t j = 0; j < n; ++j) {
+    o[j] = round_to(dtype, o[j]);
+    if (o[j] != 0) ss += o[j] * o[j];
+  }
+  return ss;
+}
+
+float smallest_magnitude_plain(const float* x, std::int64_t n) {
+  float lo = std::numeric_limits<float>::infinity();
+  for (std::int64_t j = 0; j < n; ++j) {
+    const float a = std::fabs(x[j]);
+    lo = a != 0 && a < lo ? a : lo;
+  }
+  return lo;
+}
+
 // ---- The lanes. ----
 
 namespace {
@@ -292,6 +310,33 @@ __attribute__((target("avx512f"))) void correct_avx512(float* y, const float* v,
   }
 }
 
+__attribute__((target("avx512f"))) float round_and_sum_squares_avx512(float* o, std::int64_t n, DType dtype) {
+  float ss = 0;
+  alignas(64) float square[kLanes];
+  for (std::int64_t j = 0; j < n; j += kLanes) {
+    const __mmask16 m = first(n - j);
+    const __m512 v = round_lanes(dtype, _mm512_maskz_loadu_ps(m, o + j));
+    _mm512_mask_storeu_ps(o + j, m, v);
+    const __mmask16 nonzero = _mm512_mask_cmp_ps_mask(m, v, _mm512_setzero_ps(), _CMP_NEQ_UQ);
+    if (nonzero == 0) continue;
+    _mm512_store_ps(square, _mm512_mul_ps(v, v));
+    for (unsigned bits = nonzero; bits != 0; bits &= bits - 1) ss += square[__builtin_ctz(bits)];  // in order
+  }
+  return ss;
+}
+
+__attribute__((target("avx512f"))) float smallest_magnitude_avx512(const float* x, std::int64_t n) {
+  __m512 lo = _mm512_set1_ps(std::numeric_limits<float>::infinity());
+  for (std::int64_t j = 0; j < n; j += kLanes) {
+    const __mmask16 m = first(n - j);
+    const __m512 a = abs_lanes(_mm512_maskz_loadu_ps(m, x + j));
+    const __mmask16 less = _mm512_mask_cmp_ps_mask(m, a, _mm512_setzero_ps(), _CMP_NEQ_OQ) &
+                           _mm512_cmp_ps_mask(a, lo, _CMP_LT_OQ);
+    lo = _mm512_mask_mov_ps(lo, less, a);
+  }
+  return smallest_lane(lo);
+}
+
 __attribute__((target("avx512f"))) void gated_output_avx512(const float* o, const float* z, float rr, float weight,
                                                              std::int64_t n, float* out, DType dtype) {
   const __m512 rv = _mm512_set1_ps(rr), wv = _mm512_set1_ps(weight);
@@ -340,6 +385,14 @@ void scale(float* y, float a, std::int64_t n) {
 
 void correct(float* y, const float* v, float a, std::int64_t n) {
   has_avx512() ? correct_avx512(y, v, a, n) : correct_plain(y, v, a, n);
+}
+
+float round_and_sum_squares(float* o, std::int64_t n, DType dtype) {
+  return has_avx512() ? round_and_sum_squares_avx512(o, n, dtype) : round_and_sum_squares_plain(o, n, dtype);
+}
+
+float smallest_magnitude(const float* x, std::int64_t n) {
+  return has_avx512() ? smallest_magnitude_avx512(x, n) : smallest_magnitude_plain(x, n);
 }
 
 void gated_output(const float* o, const float* z, float rr, float weight, std::int64_t n, float* out, DType dtype) {

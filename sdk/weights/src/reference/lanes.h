@@ -52,6 +52,14 @@ void scale_plain(float* y, float a, std::int64_t n);
 void correct(float* y, const float* v, float a, std::int64_t n);
 void correct_plain(float* y, const float* v, float a, std::int64_t n);
 
+// A head's read-out rounded to the dtype in place, and the sum of its nonzero elements' squares
+// added in order (o[0]² first): the gated norm's sum.
+float round_and_sum_squares(float* o, std::int64_t n, DType dtype);
+float round_and_sum_squares_plain(float* o, std::int64_t n, DType dtype);
+// The smallest nonzero |x[j]| for j in [0, n), +inf when there is none (NaN never counts).
+float smallest_magnitude(const float* x, std::int64_t n);
+float smallest_magnitude_plain(const float* x, std::int64_t n);
+
 // Qwen3_5RMSNormGated's output of one head, given its read-out o (already rounded to the
 // dtype) and 1/rms rr: out[j] = 0 where o[j] == 0, else round(round(weight·round(o[j]·rr))·silu(z[j]))
 // with silu in fp32 (whatever the dtype).

@@ -416,20 +416,12 @@ void ReferenceModel::gdn(std::size_t li) {
     for (const auto& [i, qi] : q)
       if (qi != 0) reference::add_scaled(o.data(), s + i * dv, qi, dv);
     // Qwen3_5RMSNormGated: fp32 norm -> dtype -> ·w in dtype -> ·silu(z) in fp32 -> dtype.
-    float ss = 0;
-    for (std::int64_t j = 0; j < dv; ++j) {
-      o[j] = round_to(dtype_, o[j]);
-      if (o[j] != 0) ss += o[j] * o[j];
-    }
+    const float ss = reference::round_and_sum_squares(o.data(), dv, dtype_);
     const float rr = rsqrt(ss / static_cast<float>(dv) + eps_);
     const float* z = &t.z_out[static_cast<std::size_t>(h * dv)];
     float* out = &t.heads_out[static_cast<std::size_t>(h * dv)];
     // The head's z switches: its smallest nonzero |z| is the one a note per switch would keep.
-    float z_min = std::numeric_limits<float>::infinity();
-    for (std::int64_t j = 0; j < dv; ++j) {
-      const float a = std::fabs(z[j]);
-      z_min = a != 0 && a < z_min ? a : z_min;
-    }
+    const float z_min = reference::smallest_magnitude(z, dv);
     if (z_min != std::numeric_limits<float>::infinity())
       note(
           margin.gdn_min, margin.gdn_where, z_min, [&] { return "z of head " + std::to_string(h); },
