@@ -43,6 +43,8 @@ void group(SlicedMatrix& s) {
     group.steps = s.slices[by_column[g]].steps;  // the longest (sorted)
     for (std::size_t j = 0; j < kGroupSlices && g + j < by_column.size(); ++j) {
       group.slice[j] = by_column[g + j];
+      group.first_row[j] = s.slices[by_column[g + j]].first_row;
+      group.lanes[j] = s.slices[by_column[g + j]].lanes;
       moved[by_column[g + j]].first = group.first + static_cast<std::int64_t>(j);
       moved[by_column[g + j]].stride = kGroupSlices;
     }
@@ -196,9 +198,10 @@ __attribute__((target("avx512f"))) inline __m512 weights(const SlicedMatrix& m, 
   }
 }
 
-// Rounds a slice's sums to the dtype and writes them to their rows.
-__attribute__((target("avx512f"))) inline void store(const SlicedMatrix& m, std::size_t i, __m512 acc, float* y,
-                                                      DType dtype) {
+// Rounds slice i's sums to the dtype and writes them to its rows: 16 rows from first_row on (the
+// lanes `lanes`), or where m.row says (first_row -1).
+__attribute__((target("avx512f"))) inline void store(const SlicedMatrix& m, std::size_t i, std::int32_t first_row,
+                                                      std::uint16_t lanes, __m512 acc, float* y, DType dtype) {
   if (dtype == DType::kBF16) {
     // round_bf16 on 16 lanes: nearest, ties to even; a NaN stays a quiet NaN. (The masked shift with
     // every lane on is the plain one, without GCC 12's maybe-uninitialized warning on the unmasked form.)
@@ -211,9 +214,8 @@ __attribute__((target("avx512f"))) inline void store(const SlicedMatrix& m, std:
     r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(_mm512_and_si512(u, high), _mm512_set1_epi32(0x400000)));
     acc = _mm512_castsi512_ps(r);
   }
-  const SlicedMatrix::Slice& sl = m.slices[i];
-  if (sl.first_row >= 0) {
-    _mm512_mask_storeu_ps(y + sl.first_row, static_cast<__mmask16>(sl.lanes), acc);
+  if (first_row >= 0) {
+    _mm512_mask_storeu_ps(y + first_row, static_cast<__mmask16>(lanes), acc);
     return;
   }
   alignas(64) float sums[kSliceRows];
@@ -241,7 +243,7 @@ __attribute__((target("avx512f"))) void multiply_avx512(const SlicedMatrix& m, c
       }
     }
     for (int j = 0; j < kGroupSlices; ++j)
-      if (g.slice[j] >= 0) store(m, static_cast<std::size_t>(g.slice[j]), acc[j], y, dtype);
+      if (g.slice[j] >= 0) store(m, static_cast<std::size_t>(g.slice[j]), g.first_row[j], g.lanes[j], acc[j], y, dtype);
   }
   for (const std::int32_t i : m.by_lane) {
     const SlicedMatrix::Slice& sl = m.slices[static_cast<std::size_t>(i)];
@@ -253,7 +255,7 @@ __attribute__((target("avx512f"))) void multiply_avx512(const SlicedMatrix& m, c
       const __m512 xs = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), 0xFFFF, idx, x, 4);
       acc = _mm512_add_ps(acc, _mm512_mul_ps(weights<kForm>(m, sl.first + k, table), xs));
     }
-    store(m, static_cast<std::size_t>(i), acc, y, dtype);
+    store(m, static_cast<std::size_t>(i), sl.first_row, sl.lanes, acc, y, dtype);
   }
 }
 

@@ -47,6 +47,8 @@ struct SlicedMatrix {
     std::int64_t first = 0;  // step k of its j-th slice is first + k · kGroupSlices + j
     std::int64_t steps = 0;  // its longest slice's
     std::int32_t slice[kGroupSlices] = {-1, -1, -1, -1};  // (-1: none; its steps add in no lane)
+    std::int32_t first_row[kGroupSlices] = {-1, -1, -1, -1};  // each slice's, and its lanes: where the
+    std::uint16_t lanes[kGroupSlices] = {0, 0, 0, 0};         // sums go, without reading the slice
   };
   std::vector<Group> groups;            // the slices by column
   std::vector<std::int32_t> by_lane;    // the slices by lane
