@@ -430,6 +430,10 @@ TEST(Lanes, HeadRowUpdatesAndGatedOutputEqualThePlainLoops) {
         reference::scale(y.data(), b, n);
         reference::scale_plain(y_plain.data(), b, n);
         EXPECT_TRUE(same_floats(y_plain, y)) << "scale";
+        std::vector<float> rounded(w), rounded_plain(w);
+        reference::scale_rounded(x.data(), b, rounded.data(), n, dtype);
+        reference::scale_rounded_plain(x.data(), b, rounded_plain.data(), n, dtype);
+        EXPECT_TRUE(same_floats(rounded_plain, rounded)) << "scale_rounded";
         reference::correct(y.data(), x.data(), a, n);
         reference::correct_plain(y_plain.data(), x.data(), a, n);
         EXPECT_TRUE(same_floats(y_plain, y)) << "correct";

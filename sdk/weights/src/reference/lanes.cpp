@@ -62,6 +62,10 @@ void scale_plain(float* y, float a, std::int64_t n) {
   for (std::int64_t j = 0; j < n; ++j) y[j] *= a;
 }
 
+void scale_rounded_plain(const float* x, float a, float* y, std::int64_t n, DType dtype) {
+  for (std::int64_t j = 0; j < n; ++j) y[j] = round_to(dtype, x[j] * a);
+}
+
 void correct_plain(float* y, const float* v, float a, std::int64_t n) {
   for (std::int64_t j = 0; j < n; ++j) y[j] = (v[j] - y[j]) * a;
 }
@@ -135,17 +139,17 @@ struct Indices {
   __mmask16 m;
   std::int32_t first = -1;  // the first index where all 16 are consecutive, else -1
 };
-__attribute__((target("avx512f"))) Indices indices(const std::int32_t* index, std::size_t i, std::size_t n) {
+__attribute__((target("avx512f"), always_inline)) inline Indices indices(const std::int32_t* index, std::size_t i, std::size_t n) {
   Indices at;
   at.m = first(static_cast<std::int64_t>(n - i));
   at.c = _mm512_maskz_loadu_epi32(at.m, index + i);
   if (n - i >= kLanes && index[i + kLanes - 1] - index[i] == kLanes - 1) at.first = index[i];
   return at;
 }
-__attribute__((target("avx512f"))) __m512 take(const Indices& at, const float* x) {
+__attribute__((target("avx512f"), always_inline)) inline __m512 take(const Indices& at, const float* x) {
   return at.first >= 0 ? _mm512_loadu_ps(x + at.first) : _mm512_mask_i32gather_ps(_mm512_setzero_ps(), at.m, at.c, x, 4);
 }
-__attribute__((target("avx512f"))) void put(const Indices& at, float* x, __m512 v) {
+__attribute__((target("avx512f"), always_inline)) inline void put(const Indices& at, float* x, __m512 v) {
   if (at.first >= 0)
     _mm512_storeu_ps(x + at.first, v);
   else
@@ -301,6 +305,15 @@ __attribute__((target("avx512f"))) void scale_avx512(float* y, float a, std::int
   }
 }
 
+__attribute__((target("avx512f"))) void scale_rounded_avx512(const float* x, float a, float* y, std::int64_t n,
+                                                              DType dtype) {
+  const __m512 av = _mm512_set1_ps(a);
+  for (std::int64_t j = 0; j < n; j += kLanes) {
+    const __mmask16 m = first(n - j);
+    _mm512_mask_storeu_ps(y + j, m, round_lanes(dtype, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + j), av)));
+  }
+}
+
 __attribute__((target("avx512f"))) void correct_avx512(float* y, const float* v, float a, std::int64_t n) {
   const __m512 av = _mm512_set1_ps(a);
   for (std::int64_t j = 0; j < n; j += kLanes) {
@@ -381,6 +394,10 @@ void add_scaled(float* y, const float* x, float a, std::int64_t n) {
 
 void scale(float* y, float a, std::int64_t n) {
   has_avx512() ? scale_avx512(y, a, n) : scale_plain(y, a, n);
+}
+
+void scale_rounded(const float* x, float a, float* y, std::int64_t n, DType dtype) {
+  has_avx512() ? scale_rounded_avx512(x, a, y, n, dtype) : scale_rounded_plain(x, a, y, n, dtype);
 }
 
 void correct(float* y, const float* v, float a, std::int64_t n) {

@@ -48,6 +48,9 @@ void add_scaled_plain(float* y, const float* x, float a, std::int64_t n);
 // y[j] = y[j]·a.
 void scale(float* y, float a, std::int64_t n);
 void scale_plain(float* y, float a, std::int64_t n);
+// y[j] = round(x[j]·a) to the dtype: an RMSNorm's output without weight.
+void scale_rounded(const float* x, float a, float* y, std::int64_t n, DType dtype);
+void scale_rounded_plain(const float* x, float a, float* y, std::int64_t n, DType dtype);
 // y[j] = (v[j] - y[j])·a: the delta rule's correction of a read row.
 void correct(float* y, const float* v, float a, std::int64_t n);
 void correct_plain(float* y, const float* v, float a, std::int64_t n);

@@ -326,7 +326,7 @@ void ReferenceModel::norm(const std::vector<float>& x, std::vector<float>& y) {
     for (float v : x) ss += v * v;  // in order (a zero's square adds nothing)
   }
   const float r = rsqrt(ss / static_cast<float>(x.size()) + eps_);
-  for (std::size_t i = 0; i < x.size(); ++i) y[i] = round_to(dtype_, x[i] * r);
+  reference::scale_rounded(x.data(), r, y.data(), static_cast<std::int64_t>(x.size()), dtype_);
 }
 
 void ReferenceModel::gdn(std::size_t li) {
