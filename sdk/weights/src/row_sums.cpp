@@ -70,6 +70,40 @@ RowSums::RowSums(const SparseMatrix& m) {
   permute(parent_);
   for (std::int32_t& p : parent_) p = position[static_cast<std::size_t>(p)];
   for (std::int32_t& l : leaf_) l = position[static_cast<std::size_t>(l)];
+  terms_ = static_cast<std::int64_t>(n);
+  // A row's own last prefix leaves the tree (RowSums in row_sums.h): the row keeps the term.
+  std::vector<std::int32_t> extended(n + 1, 0), ends(n + 1, 0);
+  for (const std::int32_t p : parent_) ++extended[static_cast<std::size_t>(p)];
+  for (const std::int32_t l : leaf_) ++ends[static_cast<std::size_t>(l)];
+  auto own = [&](std::int32_t l) { return l != 0 && extended[static_cast<std::size_t>(l)] == 0 && ends[static_cast<std::size_t>(l)] == 1; };
+  std::vector<std::int32_t> renumbered(n + 1, 0);
+  std::int32_t kept = 0;
+  for (std::size_t i = 1; i <= n; ++i)
+    if (!own(static_cast<std::int32_t>(i))) renumbered[i] = ++kept;
+  last_col_.assign(leaf_.size(), -1);
+  last_weight_.assign(leaf_.size(), 0.0);
+  for (std::size_t r = 0; r < leaf_.size(); ++r) {
+    const std::int32_t l = leaf_[r];
+    if (own(l)) {
+      const auto i = static_cast<std::size_t>(l - 1);
+      last_col_[r] = col_[i];
+      last_weight_[r] = weight_wide_[i];
+      leaf_[r] = renumbered[static_cast<std::size_t>(parent_[i])];
+    } else {
+      leaf_[r] = renumbered[static_cast<std::size_t>(l)];
+    }
+  }
+  std::size_t at = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (own(static_cast<std::int32_t>(i + 1))) continue;
+    parent_[at] = renumbered[static_cast<std::size_t>(parent_[i])];
+    col_[at] = col_[i];
+    weight_wide_[at] = weight_wide_[i];
+    ++at;
+  }
+  parent_.resize(at);
+  col_.resize(at);
+  weight_wide_.resize(at);
   if (narrow) {
     weight_.assign(weight_wide_.begin(), weight_wide_.end());
     weight_wide_ = {};
@@ -89,22 +123,35 @@ void RowSums::extend(const float* x) {
   }
 }
 
+double RowSums::sum(std::size_t row, const float* x) const {
+  const double base = sums_[static_cast<std::size_t>(leaf_[row])];
+  const std::int32_t c = last_col_[row];
+  return c < 0 ? base : base + last_weight_[row] * static_cast<double>(x[c]);
+}
+
 void RowSums::compute(const float* x, std::vector<double>& out) {
   extend(x);
   out.resize(leaf_.size());
-  for (std::size_t r = 0; r < leaf_.size(); ++r) out[r] = sums_[static_cast<std::size_t>(leaf_[r])];
+  for (std::size_t r = 0; r < leaf_.size(); ++r) out[r] = sum(r, x);
 }
 
 namespace {
-// out[r] = float(sum[leaf[r]] / divisor) for r in [0, n), 8 rows at a time; returns where it stopped.
-__attribute__((target("avx512f"))) std::size_t scale_avx512(const double* sum, const std::int32_t* leaf, std::size_t n,
-                                                            double divisor, float* out) {
+// out[r] = float(row r's sum / divisor) for r in [0, n), 8 rows at a time (RowSums::sum on lanes);
+// returns where it stopped.
+__attribute__((target("avx512f"))) std::size_t scale_avx512(const double* sum, const std::int32_t* leaf,
+                                                            const std::int32_t* last_col, const double* last_weight,
+                                                            const float* x, std::size_t n, double divisor, float* out) {
   const __m512d d = _mm512_set1_pd(divisor);
   std::size_t r = 0;
   for (; r + 8 <= n; r += 8) {
     const __m256i at = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(leaf + r));
-    const __m512d v = _mm512_mask_i32gather_pd(_mm512_setzero_pd(), 0xFF, at, sum, 8);
-    // (The masked conversion with every lane on: GCC 12 warns on the unmasked one's undefined source.)
+    const __m256i col = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(last_col + r));
+    const __m256i has = _mm256_cmpgt_epi32(col, _mm256_set1_epi32(-1));  // the rows with a last term
+    __m512d v = _mm512_mask_i32gather_pd(_mm512_setzero_pd(), 0xFF, at, sum, 8);
+    const __m256 xs = _mm256_mask_i32gather_ps(_mm256_setzero_ps(), x, col, _mm256_castsi256_ps(has), 4);
+    // (The masked conversions with every lane on: GCC 12 warns on the unmasked ones' undefined source.)
+    const __m512d term = _mm512_mul_pd(_mm512_loadu_pd(last_weight + r), _mm512_maskz_cvtps_pd(0xFF, xs));
+    v = _mm512_mask_add_pd(v, static_cast<__mmask8>(_mm256_movemask_ps(_mm256_castsi256_ps(has))), v, term);
     _mm256_storeu_ps(out + r, _mm512_maskz_cvtpd_ps(0xFF, _mm512_div_pd(v, d)));
   }
   return r;
@@ -116,8 +163,10 @@ void RowSums::compute_scaled(const float* x, double divisor, std::vector<float>&
   const std::size_t n = leaf_.size();
   out.resize(n);
   static const bool avx512 = __builtin_cpu_supports("avx512f");
-  std::size_t r = avx512 ? scale_avx512(sums_.data(), leaf_.data(), n, divisor, out.data()) : 0;
-  for (; r < n; ++r) out[r] = static_cast<float>(sums_[static_cast<std::size_t>(leaf_[r])] / divisor);
+  std::size_t r =
+      avx512 ? scale_avx512(sums_.data(), leaf_.data(), last_col_.data(), last_weight_.data(), x, n, divisor, out.data())
+             : 0;
+  for (; r < n; ++r) out[r] = static_cast<float>(sum(r, x) / divisor);
 }
 
 }  // namespace qgpu::weights

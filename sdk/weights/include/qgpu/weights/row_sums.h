@@ -23,17 +23,23 @@ class RowSums {
   // out[r] = the row's sum / divisor, rounded to float (a logit): what compute() and that loop give.
   void compute_scaled(const float* x, double divisor, std::vector<float>& out);
   std::int64_t rows() const { return static_cast<std::int64_t>(leaf_.size()); }
-  std::int64_t terms() const { return static_cast<std::int64_t>(col_.size()); }  // distinct prefixes
+  std::int64_t terms() const { return terms_; }  // distinct prefixes
 
  private:
   // Prefix n (1-based; 0 is the empty prefix) is prefix parent_[n-1] and one more term,
-  // weight·x[col_[n-1]]; a prefix comes after its parent.
+  // weight·x[col_[n-1]]; a prefix comes after its parent. A row's own last prefix (one that no
+  // other row shares or extends: most rows) is not among them: the row holds its last term,
+  // and its sum is the parent's plus that term, computed where the row's result is written.
   std::vector<std::int32_t> parent_, col_;
   std::vector<float> weight_;         // where every weight is exact in fp32 (else weight_wide_)
   std::vector<double> weight_wide_;
-  std::vector<std::int32_t> leaf_;    // per row: the prefix that is the whole row
+  std::vector<std::int32_t> leaf_;    // per row: the prefix whose sum it is (with its own last term: the parent)
+  std::vector<std::int32_t> last_col_;  // per row: its own last term's column, or -1 (none)
+  std::vector<double> last_weight_;     // and weight (0 where none)
   std::vector<double> sums_;          // per prefix, scratch of compute()
+  std::int64_t terms_ = 0;
   void extend(const float* x);        // sums_ for x
+  double sum(std::size_t row, const float* x) const;  // a row's sum, given sums_
 };
 
 }  // namespace qgpu::weights
