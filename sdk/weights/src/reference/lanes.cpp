@@ -102,21 +102,11 @@ float smallest_magnitude_plain(const float* x, std::int64_t n) {
 
 // ---- The lanes. ----
 
-namespace {
-
 bool has_avx512() {
   static const bool yes = __builtin_cpu_supports("avx512f");
   return yes;
 }
 
-constexpr int kLanes = 16;
-
-// The lanes of the first `n` (<= 16).
-__mmask16 first(std::int64_t n) {
-  return n >= kLanes ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << n) - 1u);
-}
-
-// round_bf16 on 16 lanes: nearest, ties to even; a NaN stays a quiet NaN.
 __attribute__((target("avx512f"))) __m512 round_bf16_lanes(__m512 x) {
   const __m512i u = _mm512_castps_si512(x);
   // (The masked shift with every lane on is the plain one, without GCC 12's maybe-uninitialized
@@ -129,6 +119,16 @@ __attribute__((target("avx512f"))) __m512 round_bf16_lanes(__m512 x) {
   r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(_mm512_and_si512(u, high), _mm512_set1_epi32(0x400000)));
   return _mm512_castsi512_ps(r);
 }
+
+namespace {
+
+constexpr int kLanes = 16;
+
+// The lanes of the first `n` (<= 16).
+__mmask16 first(std::int64_t n) {
+  return n >= kLanes ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << n) - 1u);
+}
+
 
 // The smallest lane (none is NaN). (GCC 12's _mm512_reduce_min_ps warns on an undefined source.)
 // 16 lanes of x at indices c (ascending, distinct: lanes `m` of index + i). Where the 16 indices

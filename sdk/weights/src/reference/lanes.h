@@ -13,12 +13,19 @@
 // loops run.
 #pragma once
 
+#include <immintrin.h>
+
 #include <cstddef>
 #include <cstdint>
 
 #include "qgpu/weights/numerics.h"
 
 namespace qgpu::weights::reference {
+
+// Whether the CPU has AVX-512 (the lanes' functions and the sliced product check it).
+bool has_avx512();
+// round_bf16 on 16 lanes: nearest, ties to even; a NaN stays a quiet NaN. AVX-512 CPUs only.
+__attribute__((target("avx512f"))) __m512 round_bf16_lanes(__m512 x);
 
 // The causal conv of channels whose only tap is the current token's, then SiLU:
 // for each i, with c = channel[i]: conv = round(0 + projected[c]·tap[i]);

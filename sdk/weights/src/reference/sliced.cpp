@@ -1,5 +1,7 @@
 #include "sliced.h"
 
+#include "lanes.h"
+
 #include <immintrin.h>
 
 #include <algorithm>
@@ -202,18 +204,7 @@ __attribute__((target("avx512f"))) inline __m512 weights(const SlicedMatrix& m, 
 // lanes `lanes`), or where m.row says (first_row -1).
 __attribute__((target("avx512f"))) inline void store(const SlicedMatrix& m, std::size_t i, std::int32_t first_row,
                                                       std::uint16_t lanes, __m512 acc, float* y, DType dtype) {
-  if (dtype == DType::kBF16) {
-    // round_bf16 on 16 lanes: nearest, ties to even; a NaN stays a quiet NaN. (The masked shift with
-    // every lane on is the plain one, without GCC 12's maybe-uninitialized warning on the unmasked form.)
-    const __m512i u = _mm512_castps_si512(acc);
-    const __m512i odd = _mm512_and_si512(_mm512_maskz_srli_epi32(0xFFFF, u, 16), _mm512_set1_epi32(1));
-    const __m512i high = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
-    __m512i r = _mm512_and_si512(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)), odd), high);
-    const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF)),
-                                                  _mm512_set1_epi32(0x7F800000));
-    r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(_mm512_and_si512(u, high), _mm512_set1_epi32(0x400000)));
-    acc = _mm512_castsi512_ps(r);
-  }
+  if (dtype == DType::kBF16) acc = round_bf16_lanes(acc);
   if (first_row >= 0) {
     _mm512_mask_storeu_ps(y + first_row, static_cast<__mmask16>(lanes), acc);
     return;
@@ -259,10 +250,6 @@ __attribute__((target("avx512f"))) void multiply_avx512(const SlicedMatrix& m, c
   }
 }
 
-bool has_avx512() {
-  static const bool yes = __builtin_cpu_supports("avx512f");
-  return yes;
-}
 
 }  // namespace
 
