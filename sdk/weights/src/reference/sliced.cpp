@@ -138,12 +138,13 @@ SlicedMatrix slice(const SparseMatrix& m, DType dtype) {
       std::none_of(distinct.begin(), distinct.end(), [](float v) { return std::isnan(v); })) {
     s.table = distinct;
     s.table.resize(kSliceRows, 0.0f);
-    s.code.assign(s.val.size() / 2, 0);  // (steps of 16 cells: an even count)
+    s.code.assign(s.val.size() / kSliceRows, 0);
     for (std::size_t cell = 0; cell < s.val.size(); ++cell) {
       const auto at = std::find_if(distinct.begin(), distinct.end(), [&](float d) {
         return std::bit_cast<std::uint32_t>(d) == std::bit_cast<std::uint32_t>(s.val[cell]);
       });
-      s.code[cell / 2] = static_cast<std::uint8_t>(s.code[cell / 2] | (at - distinct.begin()) << (cell % 2 * 4));
+      s.code[cell / kSliceRows] |= static_cast<std::uint64_t>(at - distinct.begin())
+                                   << code_bit(static_cast<int>(cell % kSliceRows));
     }
     s.val = {};
   } else if (std::all_of(s.val.begin(), s.val.end(), [](float v) { return round_bf16(v) == v; })) {
@@ -185,12 +186,12 @@ enum class Form { kCode, kBf16, kF32 };
 template <Form kForm>
 __attribute__((target("avx512f"))) inline __m512 weights(const SlicedMatrix& m, std::int64_t step, __m512 table) {
   if constexpr (kForm == Form::kCode) {
-    // Eight bytes, a lane's code in each nibble: every byte twice, the odd lanes shifted down by 4
-    // (the permutation reads an index's low 4 bits only).
-    const __m128i packed = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(m.code.data() + step * kSliceRows / 2));
+    // The step's word in every 64 bits (a load, no shuffle): lane L holds its half (code_bit), and a
+    // shift by 4 · (L / 2) brings its code down (the permutation reads an index's low 4 bits only).
     // (The masked forms with every lane on: GCC 12 warns on the unmasked ones' undefined source.)
-    const __m512i codes = _mm512_maskz_srlv_epi32(0xFFFF, _mm512_maskz_cvtepu8_epi32(0xFFFF, _mm_unpacklo_epi8(packed, packed)),
-                                                  _mm512_set_epi32(4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0));
+    const __m512i word = _mm512_set1_epi64(static_cast<long long>(m.code[static_cast<std::size_t>(step)]));
+    const __m512i codes =
+        _mm512_maskz_srlv_epi32(0xFFFF, word, _mm512_set_epi32(28, 28, 24, 24, 20, 20, 16, 16, 12, 12, 8, 8, 4, 4, 0, 0));
     return _mm512_maskz_permutexvar_ps(0xFFFF, codes, table);
   } else if constexpr (kForm == Form::kBf16) {
     const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(m.val_bf16.data() + step * kSliceRows));

@@ -31,6 +31,12 @@ namespace qgpu::weights::reference {
 inline constexpr int kSliceRows = 16;
 inline constexpr int kGroupSlices = 4;
 
+// Where lane L's 4-bit weight code sits in a step's 64-bit code word: the even lanes in the low
+// 32 bits, the odd ones in the high 32, each at nibble L / 2 of its half.
+constexpr int code_bit(int lane) {
+  return lane % 2 * 32 + lane / 2 * 4;
+}
+
 struct SlicedMatrix {
   struct Slice {
     std::int64_t first = 0;      // its first step (an index into column, mask and val / 16)
@@ -57,15 +63,17 @@ struct SlicedMatrix {
   std::vector<std::uint16_t> mask;      // [steps]: by column, the lanes whose row has that column
   // The weights [steps * 16], rounded to the dtype, 0 where absent, in one of three forms (the
   // fewest bytes to stream that hold them exactly):
-  std::vector<std::uint8_t> code;       // 4-bit indices into `table`, two a byte (cell 2i in the low
-                                        // nibble, 2i + 1 in the high one), where the matrix has at most
-                                        // 16 distinct weights (a circuit's usually has a handful)
+  std::vector<std::uint64_t> code;      // 4-bit indices into `table`, one 64-bit word a step, where
+                                        // the matrix has at most 16 distinct weights (a circuit's
+                                        // usually has a handful): lane L's at bit code_bit(L), so
+                                        // that a step's word broadcast to every 64 bits puts lane
+                                        // L's code in lane L's 32 bits, shifted by 4 · (L / 2)
   std::vector<float> table;             // 16 floats (unused ones 0)
   std::vector<std::uint16_t> val_bf16;  // bf16 bits, where every weight is exact in bf16 (a circuit's are)
   std::vector<float> val;               // else the floats themselves
   float weight(std::int64_t cell) const {
     const auto at = static_cast<std::size_t>(cell);
-    if (!code.empty()) return table[(code[at / 2] >> (at % 2 * 4)) & 15u];
+    if (!code.empty()) return table[(code[at / kSliceRows] >> code_bit(static_cast<int>(at % kSliceRows))) & 15u];
     return val_bf16.empty() ? val[at] : bf16_from_bits(val_bf16[at]);
   }
   std::vector<std::int32_t> lane_col;   // [by-lane steps * 16]: by lane, each lane's column
