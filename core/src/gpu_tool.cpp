@@ -276,7 +276,8 @@ sdk::Expected<GpuToolCall> GpuTool::run_kernel(const sdk::ToolCall& call) {
   auto kernel = choose_kernel(*module, kernel_name, "kernel.cu");
   if (!kernel) return failed(kernel.error());
   out.subject = (*kernel)->name + "<<<" + std::to_string(*grid) + ", " + std::to_string(*block) + ">>>";
-  auto bound = bind_args(**kernel, args);
+  std::vector<ArrayLayout> layouts;
+  auto bound = bind_args(**kernel, args, &layouts);
   if (!bound) return failed(bound.error());
   auto program = launcher_.lower(**kernel, sdk::LaunchShape{*grid, *block});
   if (!program) return failed(program.error());
@@ -286,7 +287,8 @@ sdk::Expected<GpuToolCall> GpuTool::run_kernel(const sdk::ToolCall& call) {
   out.ok = true;
   out.launches = 1;
   for (const auto& a : outcome->arrays())
-    out.response += (out.response.empty() ? "" : "\n") + a.param + " = " + format_array(a.array);
+    out.response += (out.response.empty() ? "" : "\n") + a.param + " = " +
+                    format_array(unpack_elements(a.array, layout_of(**kernel, layouts, a.param)));
   if (out.response.empty()) out.response = "(the kernel has no array parameters: nothing to return)";
   for (const auto& [key, value] : outcome->interp.stats)
     if (key == "block_executions") out.block_executions = value;

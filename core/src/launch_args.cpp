@@ -47,6 +47,50 @@ Expected<std::int32_t> parse_scalar(std::string_view text) {
   return static_cast<std::int32_t>(bits);
 }
 
+struct ElementInfo {
+  ElementType type;
+  std::string_view name;
+  int bits;
+  bool is_signed;
+};
+constexpr ElementInfo kElements[] = {{ElementType::kI32, "i32", 32, true},
+                                     {ElementType::kU8, "u8", 8, false},
+                                     {ElementType::kI8, "i8", 8, true},
+                                     {ElementType::kU16, "u16", 16, false},
+                                     {ElementType::kI16, "i16", 16, true}};
+
+const ElementInfo& info(ElementType type) {
+  for (const ElementInfo& e : kElements)
+    if (e.type == type) return e;
+  return kElements[0];
+}
+
+// An element of a typed array: in the type's range, or 0x-hex up to its width as a bit pattern.
+Expected<std::int32_t> parse_element(std::string_view text, const ElementInfo& type) {
+  QGPU_ASSIGN_OR_RETURN(const std::int32_t v, parse_scalar(text));
+  if (type.bits == 32) return v;
+  std::string_view s = trim(text);
+  const bool hex = s.size() > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X');
+  const std::int64_t low = type.is_signed && !hex ? -(std::int64_t{1} << (type.bits - 1)) : 0;
+  const std::int64_t high = type.is_signed && !hex ? (std::int64_t{1} << (type.bits - 1)) - 1
+                                                   : (std::int64_t{1} << type.bits) - 1;
+  if (v < low || v > high)
+    return sdk::invalid_argument("'" + std::string(s) + "' is out of the " + std::string(type.name) + " range " +
+                                 std::to_string(low) + ".." + std::to_string(high));
+  return v;
+}
+
+// Elements packed into words, little-endian: element i at bits (i % per_word) * bits of word i / per_word.
+std::vector<std::int32_t> pack(const std::vector<std::int32_t>& elements, const ElementInfo& type) {
+  if (type.bits == 32) return elements;
+  const std::size_t per_word = 32 / static_cast<std::size_t>(type.bits);
+  const std::uint32_t mask = (1u << type.bits) - 1u;
+  std::vector<std::uint32_t> words((elements.size() + per_word - 1) / per_word, 0);
+  for (std::size_t i = 0; i < elements.size(); ++i)
+    words[i / per_word] |= (static_cast<std::uint32_t>(elements[i]) & mask) << (i % per_word * type.bits);
+  return {words.begin(), words.end()};
+}
+
 bool is_identifier(std::string_view s) {
   if (s.empty() || std::isdigit(static_cast<unsigned char>(s.front()))) return false;
   for (char c : s) {
@@ -60,39 +104,65 @@ bool is_identifier(std::string_view s) {
 Expected<ArgValue> parse_arg_value(std::string_view text) {
   std::string_view s = trim(text);
   ArgValue value;
+  // A typed array: its element type right before the '['.
+  const ElementInfo* type = &kElements[0];
+  if (const std::size_t bracket = s.find('['); bracket != std::string_view::npos && bracket > 0) {
+    const std::string_view name = trim(s.substr(0, bracket));
+    type = nullptr;
+    for (const ElementInfo& e : kElements)
+      if (e.name == name) type = &e;
+    if (type == nullptr)
+      return sdk::invalid_argument("'" + std::string(name) + "' is not an element type (u8, i8, u16, i16, i32)");
+    s = trim(s.substr(bracket));
+  }
   if (!s.empty() && s.front() == '[') {
     if (s.back() != ']') return sdk::invalid_argument("array '" + std::string(s) + "' lacks its closing ']'");
     value.is_array = true;
     std::string_view body = trim(s.substr(1, s.size() - 2));
-    std::size_t index = 0;
+    std::vector<std::int32_t> elements;
     while (!body.empty()) {
       auto comma = body.find(',');
-      auto element = parse_scalar(body.substr(0, comma));
+      auto element = parse_element(body.substr(0, comma), *type);
       if (!element) {
-        return sdk::invalid_argument("array element " + std::to_string(index) + ": " + element.error().message());
+        return sdk::invalid_argument("array element " + std::to_string(elements.size()) + ": " +
+                                     element.error().message());
       }
-      value.array.push_back(*element);
-      ++index;
+      elements.push_back(*element);
       if (comma == std::string_view::npos) break;
       body.remove_prefix(comma + 1);
       if (trim(body).empty()) return sdk::invalid_argument("array '" + std::string(s) + "' ends with ','");
     }
+    value.layout = {type->type, elements.size()};
+    value.array = pack(elements, *type);
     return value;
   }
   if (s.rfind("zeros(", 0) == 0) {
     if (s.back() != ')') return sdk::invalid_argument("'" + std::string(s) + "' lacks its closing ')'");
-    std::string_view n_text = trim(s.substr(6, s.size() - 7));
+    std::string_view inside = trim(s.substr(6, s.size() - 7));
+    std::string_view n_text = inside;
+    if (const std::size_t comma = inside.find(','); comma != std::string_view::npos) {
+      n_text = trim(inside.substr(0, comma));
+      const std::string_view name = trim(inside.substr(comma + 1));
+      type = nullptr;
+      for (const ElementInfo& e : kElements)
+        if (e.name == name) type = &e;
+      if (type == nullptr)
+        return sdk::invalid_argument("zeros(N, TYPE): '" + std::string(name) +
+                                     "' is not an element type (u8, i8, u16, i16, i32)");
+    }
     std::size_t n = 0;
     auto [ptr, ec] = std::from_chars(n_text.data(), n_text.data() + n_text.size(), n);
     if (n_text.empty() || ec != std::errc() || ptr != n_text.data() + n_text.size()) {
       return sdk::invalid_argument("zeros(N) needs a non-negative integer N, got '" + std::string(n_text) + "'");
     }
-    if (n > kMaxArrayWords) {
-      return sdk::invalid_argument("zeros(" + std::to_string(n) + ") is larger than " + std::to_string(kMaxArrayWords) +
-                                   " words");
+    const std::size_t per_word = 32 / static_cast<std::size_t>(type->bits);
+    if (n / per_word > kMaxArrayWords) {
+      return sdk::invalid_argument("zeros(" + std::string(inside) + ") is larger than " +
+                                   std::to_string(kMaxArrayWords) + " words");
     }
     value.is_array = true;
-    value.array.assign(n, 0);
+    value.array.assign((n + per_word - 1) / per_word, 0);
+    value.layout = {type->type, n};
     return value;
   }
   auto scalar = parse_scalar(s);
@@ -120,7 +190,8 @@ Expected<ArgSpec> parse_arg(std::string_view text) {
   return spec;
 }
 
-Expected<std::vector<sdk::LaunchArg>> bind_args(const sdk::KernelIR& kernel, const std::vector<ArgSpec>& args) {
+Expected<std::vector<sdk::LaunchArg>> bind_args(const sdk::KernelIR& kernel, const std::vector<ArgSpec>& args,
+                                                std::vector<ArrayLayout>* layouts) {
   const std::size_t n = kernel.params.size();
   std::vector<const ArgSpec*> bound(n, nullptr);
   std::vector<std::string> names;
@@ -176,6 +247,10 @@ Expected<std::vector<sdk::LaunchArg>> bind_args(const sdk::KernelIR& kernel, con
     launch.scalar = v.scalar;
     launch.array = v.array;
     out.push_back(std::move(launch));
+  }
+  if (layouts != nullptr) {
+    layouts->clear();
+    for (std::size_t i = 0; i < n; ++i) layouts->push_back(bound[i]->value.layout);
   }
   return out;
 }
@@ -237,6 +312,31 @@ std::string format_grid(const sdk::LaunchShape& shape) {
 
 std::string format_block(const sdk::LaunchShape& shape) {
   return format_extents(shape.block, shape.block_y, shape.block_z);
+}
+
+std::string_view element_type_name(ElementType type) {
+  return info(type).name;
+}
+
+std::vector<std::int32_t> unpack_elements(const std::vector<std::int32_t>& words, const ArrayLayout& layout) {
+  const ElementInfo& type = info(layout.element);
+  if (type.bits == 32) return words;
+  const std::size_t per_word = 32 / static_cast<std::size_t>(type.bits);
+  std::vector<std::int32_t> out;
+  for (std::size_t i = 0; i < layout.elements && i / per_word < words.size(); ++i) {
+    const std::uint32_t bits =
+        static_cast<std::uint32_t>(words[i / per_word]) >> (i % per_word * type.bits) & ((1u << type.bits) - 1u);
+    const std::uint32_t sign = 1u << (type.bits - 1);
+    out.push_back(type.is_signed ? static_cast<std::int32_t>(bits ^ sign) - static_cast<std::int32_t>(sign)
+                                 : static_cast<std::int32_t>(bits));
+  }
+  return out;
+}
+
+ArrayLayout layout_of(const sdk::KernelIR& kernel, const std::vector<ArrayLayout>& layouts, std::string_view param) {
+  for (std::size_t i = 0; i < kernel.params.size() && i < layouts.size(); ++i)
+    if (kernel.params[i].name == param) return layouts[i];
+  return {};
 }
 
 std::string format_array(const std::vector<std::int32_t>& values) {

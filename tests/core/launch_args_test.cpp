@@ -104,6 +104,49 @@ TEST(LaunchArgs, BindingErrors) {
   EXPECT_EQ(err({"[1]", "[2]", "[3]", "[4]"}), "parameter 'n' (#4) is a scalar, got the array '[4]'");
 }
 
+// 8- and 16-bit arrays packed into words little-endian (the words worked out by hand).
+TEST(LaunchArgs, TypedArrays) {
+  using V = std::vector<std::int32_t>;
+  const ArgValue bytes = value_ok("u8[1, 2, 3, 4, 5]");
+  EXPECT_EQ(bytes.array, (V{0x04030201, 5}));
+  EXPECT_EQ(bytes.layout.element, ElementType::kU8);
+  EXPECT_EQ(bytes.layout.elements, 5u);
+  EXPECT_EQ(value_ok("i8[-1, 127, -128]").array, (V{0x00807fff}));
+  EXPECT_EQ(value_ok("i8[0xff]").array, (V{0xff}));  // a bit pattern
+  EXPECT_EQ(value_ok("u16[1, 65535, 0x1234]").array, (V{-65535, 0x1234}));  // 0xffff0001
+  EXPECT_EQ(value_ok("i16[-2, 300]").array, (V{0x012cfffe}));
+  EXPECT_EQ(value_ok("i32[-2, 300]").array, (V{-2, 300}));
+  EXPECT_EQ(value_ok("u8[]").array, V{});
+  const ArgValue zeros = value_ok("zeros(5, u8)");
+  EXPECT_EQ(zeros.array, (V{0, 0}));
+  EXPECT_EQ(zeros.layout.elements, 5u);
+  EXPECT_EQ(value_ok("zeros(3, i16)").array, (V{0, 0}));
+  EXPECT_EQ(value_ok("zeros(3)").layout.element, ElementType::kI32);
+  EXPECT_EQ(value_error("u8[256]"), "array element 0: '256' is out of the u8 range 0..255");
+  EXPECT_EQ(value_error("u8[1, -1]"), "array element 1: '-1' is out of the u8 range 0..255");
+  EXPECT_EQ(value_error("i8[-129]"), "array element 0: '-129' is out of the i8 range -128..127");
+  EXPECT_EQ(value_error("i8[0x100]"), "array element 0: '0x100' is out of the i8 range 0..255");
+  EXPECT_EQ(value_error("u16[65536]"), "array element 0: '65536' is out of the u16 range 0..65535");
+  EXPECT_EQ(value_error("f32[1]"), "'f32' is not an element type (u8, i8, u16, i16, i32)");
+  EXPECT_EQ(value_error("zeros(2, f32)"), "zeros(N, TYPE): 'f32' is not an element type (u8, i8, u16, i16, i32)");
+  // Back to elements: sign- or zero-extended, as many as given.
+  EXPECT_EQ(unpack_elements(V{0x04030201, 5}, {ElementType::kU8, 5}), (V{1, 2, 3, 4, 5}));
+  EXPECT_EQ(unpack_elements(V{0x00807fff}, {ElementType::kI8, 3}), (V{-1, 127, -128}));
+  EXPECT_EQ(unpack_elements(V{0x00807fff}, {ElementType::kU8, 4}), (V{255, 127, 128, 0}));
+  EXPECT_EQ(unpack_elements(V{0x012cfffe}, {ElementType::kI16, 2}), (V{-2, 300}));
+  EXPECT_EQ(unpack_elements(V{-65535, 0x1234}, {ElementType::kU16, 3}), (V{1, 65535, 0x1234}));
+  EXPECT_EQ(unpack_elements(V{7, -8}, {ElementType::kI32, 2}), (V{7, -8}));
+  // Binding keeps each parameter's layout.
+  std::vector<ArrayLayout> layouts;
+  ASSERT_TRUE(bind_args(dot_kernel(), specs({"u8[1,2,3]", "i16[4]", "zeros(1)", "3"}), &layouts));
+  ASSERT_EQ(layouts.size(), 4u);
+  EXPECT_EQ(layouts[0].element, ElementType::kU8);
+  EXPECT_EQ(layouts[0].elements, 3u);
+  EXPECT_EQ(layouts[1].element, ElementType::kI16);
+  EXPECT_EQ(layouts[2].element, ElementType::kI32);
+  EXPECT_EQ(element_type_name(layouts[1].element), "i16");
+}
+
 TEST(LaunchArgs, FormatArray) {
   EXPECT_EQ(format_array({}), "[]");
   EXPECT_EQ(format_array({32}), "[32]");

@@ -83,14 +83,19 @@ class BatchRunner {
       return sdk::not_found("kernel file '" + line.file + "' does not exist");
     QGPU_ASSIGN_OR_RETURN(const sdk::KernelModule* module, compiled(line.file));
     QGPU_ASSIGN_OR_RETURN(const sdk::KernelIR* kernel, core::choose_kernel(*module, line.kernel, line.file));
-    QGPU_ASSIGN_OR_RETURN(auto bound, core::bind_args(*kernel, args));
+    std::vector<core::ArrayLayout> layouts;
+    QGPU_ASSIGN_OR_RETURN(auto bound, core::bind_args(*kernel, args, &layouts));
     QGPU_ASSIGN_OR_RETURN(auto program, launcher_.lower(*kernel, shape));
     QGPU_ASSIGN_OR_RETURN(const core::LaunchOutcome outcome, launcher_.launch(*program, bound));
 
     nlohmann::ordered_json out;
     out["kernel"] = kernel->name;
     out["arrays"] = nlohmann::ordered_json::object();
-    for (const auto& a : outcome.arrays()) out["arrays"][a.param] = a.array;
+    for (const auto& a : outcome.arrays())
+      out["arrays"][a.param] = core::unpack_elements(a.array, core::layout_of(*kernel, layouts, a.param));
+    for (const auto& a : outcome.arrays())
+      if (const core::ArrayLayout l = core::layout_of(*kernel, layouts, a.param); l.element != core::ElementType::kI32)
+        out["array_types"][a.param] = core::element_type_name(l.element);
     out["stats"] = nlohmann::ordered_json::object();
     for (const auto& [key, value] : outcome.interp.stats) out["stats"][key] = value;
     for (const auto& [key, value] : outcome.model.stats) out["stats"][key] = value;

@@ -55,7 +55,8 @@ int main_impl(int argc, char** argv) {
   run->add_option("--grid", run_options.grid, "thread blocks: X, X,Y or X,Y,Z (x fastest, as CUDA's dim3)")->required();
   run->add_option("--block", run_options.block, "threads per block: X, X,Y or X,Y,Z")->required();
   run->add_option("--arg", run_options.args,
-                  "[NAME=]VALUE: int32 scalar (42, -7, 0xff), array [1,2,-3] or zeros(N); in parameter order")
+                  "[NAME=]VALUE: int32 scalar (42, -7, 0xff), array [1,2,-3] or zeros(N), 8-/16-bit array u8[...], i8, u16, "
+                  "i16 or zeros(N, u8); in parameter order")
       ->allow_extra_args(false);
   auto* engine = run->add_option("--engine", run_options.engine,
                                  "interp (the reference interpreter; the default without --check), circuit (the "

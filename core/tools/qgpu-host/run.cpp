@@ -111,7 +111,8 @@ int run_kernel(const core::Host& host, const RunOptions& options) {
   auto kernel = core::choose_kernel(*module, options.kernel_name, options.kernel_file);
   if (!kernel) return report(kernel.error());
 
-  auto launch = core::bind_args(**kernel, args);
+  std::vector<core::ArrayLayout> layouts;
+  auto launch = core::bind_args(**kernel, args, &layouts);
   if (!launch) return report(launch.error());
 
   auto program = (*launcher)->lower(**kernel, *shape);
@@ -167,7 +168,12 @@ int run_kernel(const core::Host& host, const RunOptions& options) {
     out["grid_dims"] = {shape->grid_x(), shape->grid_y, shape->grid_z};
     out["block_dims"] = {shape->block_x(), shape->block_y, shape->block_z};
     out["arrays"] = nlohmann::ordered_json::object();
-    for (const auto& a : arrays) out["arrays"][a.param] = a.array;
+    for (const auto& a : arrays)
+      out["arrays"][a.param] = core::unpack_elements(a.array, core::layout_of(**kernel, layouts, a.param));
+    // 8- and 16-bit arrays (given as u8[...] etc.) are their elements above; their types here.
+    for (const auto& a : arrays)
+      if (const core::ArrayLayout l = core::layout_of(**kernel, layouts, a.param); l.element != core::ElementType::kI32)
+        out["array_types"][a.param] = core::element_type_name(l.element);
     out["stats"] = nlohmann::ordered_json::object();
     for (const auto& [key, value] : interp.stats) out["stats"][key] = value;
     for (const auto& [key, value] : model.stats) out["stats"][key] = value;
@@ -216,7 +222,9 @@ int run_kernel(const core::Host& host, const RunOptions& options) {
     for (const auto& line : interp.prompt_records) std::printf("prompt: %s\n", line.c_str());
     for (const auto& line : interp.generated_records) std::printf("generate: %s\n", line.c_str());
   }
-  for (const auto& a : arrays) std::printf("%s = %s\n", a.param.c_str(), core::format_array(a.array).c_str());
+  for (const auto& a : arrays)
+    std::printf("%s = %s\n", a.param.c_str(),
+                core::format_array(core::unpack_elements(a.array, core::layout_of(**kernel, layouts, a.param))).c_str());
   if (use_model)
     std::printf("%s\n", model_summary(use_interp ? "interp = circuit" : options.engine, options.dtype, model).c_str());
   if (merge && merge->host && merge->host->guarded() > 0)

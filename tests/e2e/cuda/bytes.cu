@@ -1,6 +1,6 @@
 // 8- and 16-bit arrays and vector types (docs/ISA.md "Sub-word and vector memory access"). Arrays
-// are passed as 32-bit words: 4 bytes or 2 shorts per word, little-endian (byte k of word w is
-// element 4w + k).
+// are 32-bit words in the machine: 4 bytes or 2 shorts per word, little-endian (byte k of word w is
+// element 4w + k); give them packed or as u8[...] / i16[...] (docs/USER_GUIDE.md).
 __global__ void invert(unsigned char* img, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) img[i] = 255 - img[i];
