@@ -235,6 +235,10 @@ class HostRun : public ::testing::Test {
     const std::string file = nvcc ? nvcc_ptx_path(case_.file) : std::string(QGPU_KERNEL_DIR) + "/" + case_.file;
     std::vector<std::string> argv = {QGPU_HOST, "--config", QGPU_CONFIG, "run", file};
     for (auto& a : case_.cli_args(/*ptx_names=*/nvcc)) argv.push_back(a);
+    // Every launch that must run also under the race checker: the suite's kernels are race-free CUDA,
+    // so a report is either a race in a kernel or a false alarm of the checker. (The rejection cases
+    // test their own error, which a race found first would hide.)
+    if (!case_.rejected()) argv.push_back("--racecheck");
     const ProcessResult r = run_process(argv);
     SCOPED_TRACE("command: " + quote_command(argv));
     if (case_.rejected()) {

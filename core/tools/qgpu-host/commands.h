@@ -49,6 +49,7 @@ struct RunOptions {
   bool stats = false;
   bool dump_program = false;
   bool memcheck = false;
+  bool racecheck = false;
   std::uint64_t max_steps = 0;  // 0: the machine's default
 };
 int run_kernel(const core::Host& host, const RunOptions& options);

@@ -95,6 +95,10 @@ int main_impl(int argc, char** argv) {
   run->add_flag("--memcheck", run_options.memcheck,
                 "interp: red zones around every array; an access past the end of its own array (or before its "
                 "start) stops the launch naming the array and the element, as compute-sanitizer's memcheck does");
+  run->add_flag("--racecheck", run_options.racecheck,
+                "interp: two accesses to one word by different threads with no barrier between them (a store "
+                "and a load, two different stores, a plain access and an atomic) stop the launch naming both, as "
+                "compute-sanitizer's racecheck does; warp-synchronous code without __syncwarp() is such a race");
   run->add_flag("--dump-program", run_options.dump_program, "print the lowered machine program");
   run->add_option("--max-steps", run_options.max_steps, "stop with an error after this many block executions");
 

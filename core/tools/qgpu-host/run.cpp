@@ -51,6 +51,9 @@ int run_kernel(const core::Host& host, const RunOptions& options) {
   if (options.memcheck && options.engine != "interp")
     return report(sdk::invalid_argument(
         "--memcheck runs on the interpreter only (its red zones move the arrays apart): use --engine interp"));
+  if (options.racecheck && options.engine != "interp")
+    return report(sdk::invalid_argument(
+        "--racecheck runs on the interpreter only (it watches every access of every thread): use --engine interp"));
   if (options.memcheck && options.records)
     return report(
         sdk::invalid_argument("--memcheck and --records exclude each other (the protocol's arrays are adjacent)"));
@@ -77,6 +80,7 @@ int run_kernel(const core::Host& host, const RunOptions& options) {
   launcher_options.interpret.trace = options.trace;
   launcher_options.interpret.records = options.records;
   launcher_options.interpret.memcheck = options.memcheck;
+  launcher_options.interpret.racecheck = options.racecheck;
   if (options.max_steps > 0) launcher_options.interpret.max_steps = options.max_steps;
   core::ModelRunOptions& model_options = launcher_options.model;
   auto dtype = core::layer_dtype(options.dtype);

@@ -52,11 +52,14 @@ class Interpreter {
   sdk::Status run(std::vector<std::uint32_t>& global, sdk::LaunchResult& result) {
     global_ = &global;
     result_ = &result;
+    if (opt_.racecheck) global_accesses_.assign(global.size(), WordAccesses{});
     const int block = static_cast<int>(p_.shape.block);
     const int nwarps = (block + lanes_ - 1) / lanes_;
     for (std::uint32_t cta = 0; cta < p_.shape.grid; ++cta) {
       cta_ = cta;
       shared_.assign(static_cast<std::size_t>(p_.shared_words_used), 0u);
+      epoch_ = 0;
+      if (opt_.racecheck) shared_accesses_.assign(shared_.size(), WordAccesses{});
       warps_.assign(static_cast<std::size_t>(nwarps), std::vector<Lane>(static_cast<std::size_t>(lanes_)));
       for (int w = 0; w < nwarps; ++w)
         for (int l = 0; l < lanes_; ++l)
@@ -70,6 +73,7 @@ class Interpreter {
             if (lane.state == LaneState::kBarrier) lane.state = LaneState::kRunning, waiting = true;
         if (!waiting) break;
         ++stats_.barriers;
+        ++epoch_;
         if (observer_) QGPU_RETURN_IF_ERROR(observer_->on_barrier_release(cta));
       }
     }
@@ -191,6 +195,82 @@ class Interpreter {
     return "outside every array and their red zones (memcheck)";
   }
 
+  // Racecheck (InterpretOptions::racecheck). A word's last store or atomic, and up to two of its
+  // loads since, by different threads; an access is ordered after another by the same thread, or by
+  // a barrier released between them in the same thread block.
+  struct Access {
+    enum Kind : std::uint8_t { kLoad, kStore, kAtomic };
+    std::uint32_t thread = UINT32_MAX;  // within its thread block; UINT32_MAX: none
+    std::uint32_t cta = 0;
+    std::uint64_t epoch = 0;  // barrier releases in its thread block before it
+    std::uint32_t block = 0;
+    int slot = 0;
+    Kind kind = kLoad;
+    std::uint32_t value = 0;  // a store's
+  };
+  struct WordAccesses {
+    Access write;
+    std::array<Access, 2> loads;
+  };
+
+  // True where `a` and an access by `now` may happen in either order on a GPU.
+  bool concurrent(const Access& a, const Access& now) const {
+    return a.thread != UINT32_MAX && (a.cta != now.cta || (a.thread != now.thread && a.epoch == now.epoch));
+  }
+
+  sdk::Status race_check(Access::Kind kind, bool shared, std::uint32_t word, std::uint32_t value, int w, int l,
+                         std::uint32_t b, int slot) {
+    WordAccesses& h = (shared ? shared_accesses_ : global_accesses_)[word];
+    const Access now{static_cast<std::uint32_t>(w * lanes_ + l), cta_, epoch_, b, slot, kind, value};
+    const Access& last = h.write;
+    // A plain store and any other access (two stores only where their values differ). A load beside
+    // an atomic is not a hazard: atomicCAS loops start from a plain load that the CAS then checks.
+    const bool stores = last.kind == Access::kStore || kind == Access::kStore;
+    if (concurrent(last, now) && stores && !(last.kind == kind && last.value == value))
+      return race_error(last, now, shared, word);
+    if (kind == Access::kLoad) {
+      for (Access& seen : h.loads)  // keep the loads a later store could race with
+        if (!concurrent(seen, now) || seen.thread == now.thread) {
+          seen = now;
+          return {};
+        }
+      return {};
+    }
+    if (kind == Access::kStore)
+      for (const Access& seen : h.loads)
+        if (concurrent(seen, now)) return race_error(seen, now, shared, word);
+    h.write = now;
+    if (kind == Access::kStore) h.loads = {};
+    return {};
+  }
+
+  sdk::Status race_error(const Access& before, const Access& now, bool shared, std::uint32_t word) const {
+    auto verb = [](Access::Kind k, bool past) -> std::string {
+      if (k == Access::kLoad) return past ? "loaded" : "loads";
+      if (k == Access::kStore) return past ? "stored" : "stores";
+      return past ? "updated atomically" : "updates atomically";
+    };
+    auto where = [&](const Access& a) {
+      std::string text = "B" + std::to_string(a.block) + " slot " + std::to_string(a.slot) + " `" +
+                         disassemble(code_[a.block * rows_ + a.slot]) + "`";
+      const std::string loc = p_.slot_location(p_.blocks[a.block].slots[a.slot]);
+      return loc.empty() ? text : text + " (" + loc + ")";
+    };
+    const int lanes = lanes_;
+    std::string msg = "kernel '" + p_.kernel_name + "': race (racecheck): thread " + std::to_string(now.thread) +
+                      " of thread block " + std::to_string(now.cta) + " (warp " + std::to_string(now.thread / lanes) +
+                      ", lane " + std::to_string(now.thread % lanes) + ") " + verb(now.kind, false) + " " +
+                      (shared ? "shared" : "global") + " word " + std::to_string(word) + " at " + where(now) +
+                      ", which thread " + std::to_string(before.thread);
+    if (before.cta != now.cta) msg += " of thread block " + std::to_string(before.cta);
+    msg += " " + verb(before.kind, true) + " at " + where(before);
+    if (before.cta != now.cta)
+      return sdk::invalid_argument(msg + ", and no barrier orders two thread blocks: give each block its own words, "
+                                         "or use atomics for both");
+    return sdk::invalid_argument(msg + ", with no barrier between them: order them with __syncthreads() (or "
+                                       "__syncwarp() within a warp), or use atomics for both");
+  }
+
   sdk::Status exec_block(int w, std::uint32_t b, unsigned mask) {
     std::vector<Lane>& lanes = warps_[w];
     const int active = std::popcount(mask);
@@ -235,6 +315,7 @@ class Interpreter {
             if ((mask >> l) & 1) {
               std::uint32_t word = 0;
               QGPU_RETURN_IF_ERROR(word_of(l, word, "load"));
+              if (opt_.racecheck) QGPU_RETURN_IF_ERROR(race_check(Access::kLoad, shared, word, 0, w, l, b, slot));
               res[l] = mem[word];
               ++stats_.loads;
             }
@@ -244,6 +325,8 @@ class Interpreter {
             if ((mask >> l) & 1) {
               std::uint32_t word = 0;
               QGPU_RETURN_IF_ERROR(word_of(l, word, "store"));
+              if (opt_.racecheck)
+                QGPU_RETURN_IF_ERROR(race_check(Access::kStore, shared, word, lanes[l].r[in.b], w, l, b, slot));
               mem[word] = lanes[l].r[in.b];
               ++stats_.stores;
               if (observer_) written_.emplace_back(shared, word);
@@ -255,6 +338,7 @@ class Interpreter {
             if ((mask >> l) & 1) {
               std::uint32_t word = 0;
               QGPU_RETURN_IF_ERROR(word_of(l, word, "atomic"));
+              if (opt_.racecheck) QGPU_RETURN_IF_ERROR(race_check(Access::kAtomic, shared, word, 0, w, l, b, slot));
               res[l] = mem[word];
               mem[word] = eval(in.op, res[l], lanes[l].r[in.b], lanes[l].r[in.c]);
               ++stats_.atomics;
@@ -331,6 +415,8 @@ class Interpreter {
   std::uint32_t nblocks_ = 0;
   std::vector<std::uint32_t>* global_ = nullptr;
   std::vector<bool> red_;  // memcheck: the words of the red zones
+  std::vector<WordAccesses> shared_accesses_, global_accesses_;  // racecheck
+  std::uint64_t epoch_ = 0;                                       // barrier releases in this thread block
   std::vector<std::uint32_t> shared_;
   std::vector<std::vector<Lane>> warps_;
   std::uint32_t cta_ = 0;

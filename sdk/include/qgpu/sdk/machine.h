@@ -65,6 +65,13 @@ struct InterpretOptions {
   // run's): an access that lands in one is a fault naming the array it overran, as
   // compute-sanitizer's memcheck reports it. Not with `records` (the protocol's layout has none).
   bool memcheck = false;
+  // Racecheck: two accesses to one word by different threads with no barrier between them, at least
+  // one a plain store (a load and a store, two stores of different values, or a plain access and an
+  // atomic), stop the launch with both accesses named, as compute-sanitizer's racecheck reports a
+  // hazard. Shared memory within a thread block; global memory also across thread blocks (which no
+  // barrier orders). Warp-synchronous code that relies on a 32-thread warp's lockstep without
+  // __syncwarp() is such a race. The accesses are the same with and without it.
+  bool racecheck = false;
 };
 
 }  // namespace qgpu::sdk
