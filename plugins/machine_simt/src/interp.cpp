@@ -230,7 +230,7 @@ class Interpreter {
       return race_error(last, now, shared, word);
     if (kind == Access::kLoad) {
       for (Access& seen : h.loads)  // keep the loads a later store could race with
-        if (!concurrent(seen, now) || seen.thread == now.thread) {
+        if (!concurrent(seen, now) || (seen.cta == now.cta && seen.thread == now.thread)) {
           seen = now;
           return {};
         }
@@ -256,7 +256,7 @@ class Interpreter {
       const std::string loc = p_.slot_location(p_.blocks[a.block].slots[a.slot]);
       return loc.empty() ? text : text + " (" + loc + ")";
     };
-    const int lanes = lanes_;
+    const auto lanes = static_cast<std::uint32_t>(lanes_);
     std::string msg = "kernel '" + p_.kernel_name + "': race (racecheck): thread " + std::to_string(now.thread) +
                       " of thread block " + std::to_string(now.cta) + " (warp " + std::to_string(now.thread / lanes) +
                       ", lane " + std::to_string(now.thread % lanes) + ") " + verb(now.kind, false) + " " +
