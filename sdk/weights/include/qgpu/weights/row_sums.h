@@ -26,26 +26,20 @@ class RowSums {
   std::int64_t terms() const { return terms_; }  // distinct prefixes
 
  private:
-  // A pair is a distinct (column, weight); pair 0 is none, whose product is +0 (a sum never holds
-  // -0, so adding it changes no sum). Per x, products_[p] = weight · x[column] in double, once per
-  // pair, and prefixes and rows name their terms by pair: they stream a 2-byte number where they
-  // streamed a column and a weight.
-  std::vector<std::int32_t> pair_col_;
-  std::vector<double> pair_weight_;
-  std::vector<double> products_;      // per pair, scratch of extend()
-  // Prefix n (1-based; 0 is the empty prefix) is prefix parent_[n-1] plus pair pair_[n-1]'s
-  // product; a prefix comes after its parent. A row's own last prefix (one that no other row
-  // shares or extends: most rows) is not among them: the row holds its last pair, and its sum is
-  // the parent's plus that product, computed where the row's result is written.
-  std::vector<std::int32_t> parent_;
-  std::vector<std::uint16_t> pair_;   // where there are at most 65,535 pairs (else pair_wide_)
-  std::vector<std::int32_t> pair_wide_;
-  std::vector<std::int32_t> leaf_;    // per row: the prefix whose sum it is (with its own last pair: the parent)
-  std::vector<std::int32_t> last_;    // per row: its own last pair, or 0 (none)
+  // Prefix n (1-based; 0 is the empty prefix) is prefix parent_[n-1] and one more term,
+  // weight·x[col_[n-1]]; a prefix comes after its parent. A row's own last prefix (one that no
+  // other row shares or extends: most rows) is not among them: the row holds its last term,
+  // and its sum is the parent's plus that term, computed where the row's result is written.
+  std::vector<std::int32_t> parent_, col_;
+  std::vector<float> weight_;         // where every weight is exact in fp32 (else weight_wide_)
+  std::vector<double> weight_wide_;
+  std::vector<std::int32_t> leaf_;    // per row: the prefix whose sum it is (with its own last term: the parent)
+  std::vector<std::int32_t> last_col_;  // per row: its own last term's column, or -1 (none)
+  std::vector<double> last_weight_;     // and weight (0 where none)
   std::vector<double> sums_;          // per prefix, scratch of compute()
   std::int64_t terms_ = 0;
-  void extend(const float* x);        // products_ and sums_ for x
-  double sum(std::size_t row) const;  // a row's sum, given sums_ and products_
+  void extend(const float* x);        // sums_ for x
+  double sum(std::size_t row, const float* x) const;  // a row's sum, given sums_
 };
 
 }  // namespace qgpu::weights
