@@ -65,6 +65,13 @@ const ElementInfo& info(ElementType type) {
   return kElements[0];
 }
 
+// The element type spelled `name` (u8, i8, ...), or null.
+const ElementInfo* element_named(std::string_view name) {
+  for (const ElementInfo& e : kElements)
+    if (e.name == name) return &e;
+  return nullptr;
+}
+
 // An element of a typed array: in the type's range, or 0x-hex up to its width as a bit pattern.
 Expected<std::int32_t> parse_element(std::string_view text, const ElementInfo& type) {
   QGPU_ASSIGN_OR_RETURN(const std::int32_t v, parse_scalar(text));
@@ -108,9 +115,7 @@ Expected<ArgValue> parse_arg_value(std::string_view text) {
   const ElementInfo* type = &kElements[0];
   if (const std::size_t bracket = s.find('['); bracket != std::string_view::npos && bracket > 0) {
     const std::string_view name = trim(s.substr(0, bracket));
-    type = nullptr;
-    for (const ElementInfo& e : kElements)
-      if (e.name == name) type = &e;
+    type = element_named(name);
     if (type == nullptr)
       return sdk::invalid_argument("'" + std::string(name) + "' is not an element type (u8, i8, u16, i16, i32)");
     s = trim(s.substr(bracket));
@@ -143,9 +148,7 @@ Expected<ArgValue> parse_arg_value(std::string_view text) {
     if (const std::size_t comma = inside.find(','); comma != std::string_view::npos) {
       n_text = trim(inside.substr(0, comma));
       const std::string_view name = trim(inside.substr(comma + 1));
-      type = nullptr;
-      for (const ElementInfo& e : kElements)
-        if (e.name == name) type = &e;
+      type = element_named(name);
       if (type == nullptr)
         return sdk::invalid_argument("zeros(N, TYPE): '" + std::string(name) +
                                      "' is not an element type (u8, i8, u16, i16, i32)");
