@@ -19,10 +19,13 @@ sdk::Expected<std::unique_ptr<Program>> lower_kernel(const sdk::KernelIR& kernel
   QGPU_ASSIGN_OR_RETURN(const lower::SharedLayout shared, lower::layout_shared(kernel, config, diag));
   const lower::BlockOrder order = lower::order_blocks(kernel);
   const lower::Analysis analysis = lower::analyse(kernel, order);
-  QGPU_ASSIGN_OR_RETURN(const lower::Function function,
+  QGPU_ASSIGN_OR_RETURN(lower::Function function,
                         lower::select_instructions(kernel, shape, config, order, analysis, shared, diag));
-  QGPU_ASSIGN_OR_RETURN(const lower::Registers registers, lower::allocate_registers(function, config, kernel, diag));
-  return lower::emit_program(function, registers, kernel, shape, config, shared.words + function.scratch_words, diag);
+  const int shared_words = shared.words + function.scratch_words;
+  QGPU_ASSIGN_OR_RETURN(const lower::Registers registers,
+                        lower::allocate_registers(function, config, kernel, shape, shared_words, diag));
+  return lower::emit_program(function, registers, kernel, shape, config,
+                             shared_words + registers.spilled * static_cast<int>(shape.block), diag);
 }
 
 }  // namespace qgpu::simt

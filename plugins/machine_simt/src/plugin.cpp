@@ -21,7 +21,7 @@ namespace {
 constexpr std::array kOptions = {
     sdk::option_int("lanes", "4", 4, 4, "lanes per warp (the circuit is built for 4)"),
     sdk::option_int("registers", "16", 2, 16, "registers per lane, r0 reads as zero"),
-    sdk::option_int("rom_blocks", "32", 1, 256, "program ROM size in blocks (circuit and model: at most 32)"),
+    sdk::option_int("rom_blocks", "32", 1, 256, "program ROM size in blocks (circuit and model: at most 128)"),
     sdk::option_int("block_instructions", "4", 4, 16,
                     "straight-line instructions per block before the terminator (circuit and model: 4)"),
     sdk::option_int("global_words", "126", 1, 1 << 20, "32-bit words of global memory (circuit and model: at most 512)"),

@@ -18,7 +18,8 @@
 namespace qgpu::simt {
 
 // Protocol limits: the field widths of the token layout (docs/PROTOCOL.md "Vocabulary").
-inline constexpr int kProtoBlocks = 32;       // ROM blocks (EXEC, SCHED, ROM, LIVE)
+inline constexpr int kProtoBlockBits = 7;                   // a block number's bits
+inline constexpr int kProtoBlocks = 1 << kProtoBlockBits;  // ROM blocks (EXEC, SCHED, ROM, LIVE)
 inline constexpr int kProtoRowsPerBlock = 8;  // ROM rows per block (block_instructions + 1)
 inline constexpr int kProtoWarps = 8;         // warps per thread block
 inline constexpr int kProtoLanes = 4;

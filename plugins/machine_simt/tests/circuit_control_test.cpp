@@ -271,7 +271,7 @@ void replay_stream(const std::string& name, const std::vector<Record>& s, std::s
 // `drop_prompt_sched`: leave out the prompt's SCHED record of that warp (the test of the test).
 void replay(const std::string& name, const sdk::KernelIR& kernel, sdk::LaunchShape shape,
             const std::vector<LaunchArg>& args, DType dtype, bool noise, ReplayStats& st, int drop_prompt_sched = -1) {
-  auto p = lower_kernel(kernel, shape, {});
+  auto p = lower_kernel(kernel, shape, circuit_sizes());
   ASSERT_TRUE(p) << name << ": " << p.status().to_string();
   const Program& prog = **p;
   auto lr = record_launch(prog, args, {});
@@ -377,10 +377,10 @@ Synth synth_launch(std::mt19937& rng, std::uint32_t threads, std::uint32_t grid,
     for (;;) {
       for (int w = 0; w < nw; ++w)
         for (;;) {
-          std::uint32_t b = 99, mask = 0;
+          std::uint32_t b = kProtoBlocks, mask = 0;  // kProtoBlocks: no running lane
           for (const Lane& x : lanes[w])
             if (x.st == 1) b = std::min(b, x.pc);
-          if (b == 99) break;
+          if (b == kProtoBlocks) break;
           for (int l = 0; l < 4; ++l)
             if (lanes[w][l].st == 1 && lanes[w][l].pc == b) mask |= 1u << l;
           const Record exec = exec_record(b, static_cast<std::uint32_t>(w), mask);
@@ -388,14 +388,14 @@ Synth synth_launch(std::mt19937& rng, std::uint32_t threads, std::uint32_t grid,
           s.push_back(exec);
           const unsigned pick = steps++ >= budget ? 99u : static_cast<unsigned>(rng() % 100);
           const Op op = pick < 35 ? Op::kBr : pick < 75 ? Op::kBrc : pick < 88 ? Op::kBar : Op::kExit;
-          const std::uint32_t range = rng() % 4 ? 8 : 32;
+          const std::uint32_t range = rng() % 4 ? 8 : kProtoBlocks;
           const std::uint32_t t0 = rng() % range, t1 = rng() % 4 ? rng() % range : t0;
           std::uint32_t imm = t0 | (t1 << 16);
           if (op != Op::kBrc)
             imm = static_cast<std::uint32_t>(rng()) & ~(op == Op::kExit ? 0u : 0xffffu),
             imm |= op == Op::kExit ? 0u : t0;
           else
-            imm |= static_cast<std::uint32_t>(rng()) & 0xffe0ffe0u;  // bits above the 5-bit block numbers
+            imm |= static_cast<std::uint32_t>(rng()) & ~((kProtoBlocks - 1u) * 0x10001u);  // bits above the block numbers
           ExecIn x{static_cast<unsigned>(op), imm, static_cast<unsigned>(rng() & 15)};
           out.execs.push_back(x);
           for (int l = 0; l < 4; ++l) {
@@ -564,10 +564,10 @@ TEST(CircuitControl, TokenIdsSetTheHeaderFields) {
     for (const auto& [w, v] : *in) m[r.c.fields()[static_cast<std::size_t>(w.front().field)].full_name()] = v;
     return m;
   };
-  // SCHED w3 0b0101 barrier.odd B7: id 248320 + 3972 + ((64 + 7)·8 + 3)·15 + 4; row = 0b11 | 7 << 2.
+  // SCHED w3 0b0101 barrier.odd B7: id 248320 + 15492 + ((256 + 7)·8 + 3)·15 + 4; row = 0b11 | 7 << 2.
   auto ids = circuit::record_token_ids(r.rec, sched_record(3, 5, LaneStatus::kBarrierOdd, 7));
   ASSERT_TRUE(ids);
-  EXPECT_EQ(ids->front(), 248320 + 3972 + (71 * 8 + 3) * 15 + 4);
+  EXPECT_EQ(ids->front(), 248320 + 15492 + (263 * 8 + 3) * 15 + 4);
   auto m = fields(sched_record(3, 5, LaneStatus::kBarrierOdd, 7));
   EXPECT_EQ(m, (std::map<std::string, std::uint64_t>{
                    {"ctl.sched_warp", 3}, {"ctl.sched_lanes", 5}, {"ctl.sched_state", 31}}));

@@ -357,7 +357,7 @@ void replay(const std::string& name, const sdk::KernelIR& kernel, sdk::LaunchSha
             const std::vector<sdk::LaunchArg>& args, DType dtype, Stats& st) {
   const Rig& r = rig();
   ASSERT_TRUE(r.error.empty()) << r.error;
-  auto p = lower_kernel(kernel, shape, {});
+  auto p = lower_kernel(kernel, shape, circuit_sizes());
   ASSERT_TRUE(p) << name << ": " << p.status().to_string();
   auto lr = record_launch(**p, args, {});
   ASSERT_TRUE(lr) << name << ": " << lr.status().to_string();

@@ -604,8 +604,8 @@ TEST(CircuitMemory, WmemTokenIdsCarryTheRecord) {
   auto ids = circuit::record_token_ids(k.rec, r);
   ASSERT_TRUE(ids.has_value()) << ids.status().to_string();
   ASSERT_EQ(ids->size(), 3u);
-  // id = base + 22812 + ((s·512 + a)·4 + n − 1)·4 + f
-  EXPECT_EQ(ids->front(), 248320 + 22812 + ((512 + 6) * 4 + 2) * 4 + 1);
+  // id = base + 68892 + ((s·512 + a)·4 + n − 1)·4 + f
+  EXPECT_EQ(ids->front(), 248320 + 68892 + ((512 + 6) * 4 + 2) * 4 + 1);
   auto in = circuit::token_inputs(k.rec, ids->front());
   ASSERT_TRUE(in.has_value()) << in.status().to_string();
   std::map<std::string, std::uint64_t> got;

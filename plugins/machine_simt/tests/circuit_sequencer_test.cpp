@@ -99,12 +99,12 @@ struct Rig {
       sin.sched[g].valid = g_valid[g][0];
       sin.sched[g].lanes = g_lanes[g] = in(o, "lanes", 4);
       sin.sched[g].status = g_status[g] = in(o, "status", 2);
-      sin.sched[g].block = g_block[g] = in(o, "block", 5);
+      sin.sched[g].block = g_block[g] = in(o, "block", kProtoBlockBits);
     }
     c_kind = in("t.c", "kind", 4);
     sin.control.exec = c_kind[0], sin.control.sync = c_kind[1], sin.control.cta = c_kind[2];
     sin.control.halt = c_kind[3];
-    sin.control.block = c_block = in("t.c", "block", 5);
+    sin.control.block = c_block = in("t.c", "block", kProtoBlockBits);
     sin.control.warp = c_warp = in("t.c", "warp", 3);
     sin.control.lanes = c_lanes = in("t.c", "lanes", 4);
     sin.control.cta_index = c_cta = in("t.c", "cta", 7);
@@ -402,7 +402,7 @@ TEST(CircuitSequencer, RealLaunchesGenerateTheRecordedStream) {
     std::mt19937_64 rng(dt == DType::kF32 ? 21 : 22);
     int derived = 0;
     for (const Launch& L : launches) {
-      auto p = lower_kernel(L.kernel, L.shape, MachineConfig{});
+      auto p = lower_kernel(L.kernel, L.shape, circuit_sizes());
       ASSERT_TRUE(p.has_value()) << L.name << ": " << p.status().to_string();
       auto lr = record_launch(**p, L.args, {});
       ASSERT_TRUE(lr.has_value()) << L.name << ": " << lr.status().to_string();
@@ -516,7 +516,7 @@ TEST(CircuitSequencer, RandomResultsSurviveInterleavedPromptRecords) {
     for (; cases < 120 && st.wrong == 0; ++cases) {
       const Pending p = random_pending(rng);
       std::vector<Record> recs{
-          exec_record(static_cast<std::uint32_t>(rng() % 32), p.warp, static_cast<std::uint32_t>(1 + rng() % 15))};
+          exec_record(static_cast<std::uint32_t>(rng() % kProtoBlocks), p.warp, static_cast<std::uint32_t>(1 + rng() % 15))};
       for (const Record& r : expected_records(p)) recs.push_back(r);
       const std::vector<Tok> ts = tokens_of(recs);
       for (std::size_t i = 0; i + 1 < ts.size() && st.wrong == 0; ++i) {
@@ -568,13 +568,13 @@ TEST(CircuitSequencer, BadInputsAreNamed) {
   in.slot[2].dest = w("d2b", 4);
   r = circuit::build_sequencer(c, in, *rec);
   ASSERT_FALSE(r.has_value());
-  EXPECT_NE(r.status().message().find("a scheduler group is lanes 4, status 2, block 5 bits"), std::string::npos)
+  EXPECT_NE(r.status().message().find("a scheduler group is lanes 4, status 2, block 7 bits"), std::string::npos)
       << r.status().message();
   for (auto& g : in.sched) {
     g.status = w("gs" + std::to_string(&g - &in.sched[0]), 2);
-    g.block = w("gb" + std::to_string(&g - &in.sched[0]), 5);
+    g.block = w("gb" + std::to_string(&g - &in.sched[0]), kProtoBlockBits);
   }
-  in.control.block = w("cb", 5), in.control.warp = w("cw", 3), in.control.lanes = w("cl", 4);
+  in.control.block = w("cb", kProtoBlockBits), in.control.warp = w("cw", 3), in.control.lanes = w("cl", 4);
   in.control.cta_index = w("cc", 7);
   circuit::Records empty;
   r = circuit::build_sequencer(c, in, empty);

@@ -456,7 +456,7 @@ TEST(Circuit, TokenInputsRefuseWhatIsNotAProtocolToken) {
   // Text, past the rows, reserved rows (half with 4 lanes, word with 2, a run past word 511).
   expect_error(0, "base-vocabulary (text) token");
   expect_error(kBase - 1, "base-vocabulary (text) token");
-  expect_error(kBase + vocabulary_rows(), "past the machine's rows (248320 + 105277, over by 1)");
+  expect_error(kBase + vocabulary_rows(), "past the machine's rows (248320 + 152989, over by 1)");
   const std::int64_t wreg0 = kBase + first_id(RecordKind::kWreg);
   expect_error(wreg0 + ((0 * 15 + 0) * 15 + 14) * 4 + 2, "WREG w0 r1 0b1111 half, which would need 4 DATA tokens");
   expect_error(wreg0 + ((0 * 15 + 0) * 15 + 2) * 4 + 3, "WREG w0 r1 0b0011 word, which would need 4 DATA tokens");
@@ -470,7 +470,7 @@ TEST(Circuit, TokenInputsRefuseWhatIsNotAProtocolToken) {
   ASSERT_TRUE(d.has_value());
   ASSERT_EQ(d->size(), 2u);
   EXPECT_EQ((*d)[1].second, 0xbeefu);
-  auto e = circuit::token_inputs(k.fd, exec_record(31, 7, 15));
+  auto e = circuit::token_inputs(k.fd, exec_record(127, 7, 15));
   ASSERT_TRUE(e.has_value()) << e.status().to_string();
   // A record of several tokens is fed id by id.
   auto rr = circuit::token_inputs(k.fd, rom_records(3, 1, 0)[0]);
@@ -478,7 +478,7 @@ TEST(Circuit, TokenInputsRefuseWhatIsNotAProtocolToken) {
   EXPECT_NE(rr.status().message().find("is 3 tokens"), std::string::npos) << rr.status().message();
   auto bad = circuit::token_inputs(k.fd, exec_record(kProtoBlocks, 0, 1));
   ASSERT_FALSE(bad.has_value());
-  EXPECT_NE(bad.status().message().find("block 32 is outside the token layout (at most 31, over by 1)"),
+  EXPECT_NE(bad.status().message().find("block 128 is outside the token layout (at most 127, over by 1)"),
             std::string::npos)
       << bad.status().message();
   weights::Circuit c;
@@ -567,7 +567,7 @@ TEST(Circuit, WmemLaunchLiveWritePortsFromTokenIds) {
   };
   std::vector<Record> stream;
   for (const Launch& l : launches) {
-    auto p = lower_kernel(l.kernel, l.shape, MachineConfig{});
+    auto p = lower_kernel(l.kernel, l.shape, test::circuit_sizes());
     ASSERT_TRUE(p.has_value()) << p.status().to_string();
     auto lr = record_launch(**p, l.args, {});
     ASSERT_TRUE(lr.has_value()) << lr.status().to_string();
@@ -883,7 +883,7 @@ TEST(Circuit, LaunchStreamsDecodeAndReadOperands) {
     for (DType dt : {DType::kF32, DType::kBF16}) {
       Runner run(k, dt);
       for (const Launch& l : launches) {
-        auto p = lower_kernel(l.kernel, l.shape, MachineConfig{});
+        auto p = lower_kernel(l.kernel, l.shape, test::circuit_sizes());
         ASSERT_TRUE(p.has_value()) << p.status().to_string();
         auto lr = record_launch(**p, l.args, {});
         ASSERT_TRUE(lr.has_value()) << lr.status().to_string();

@@ -98,7 +98,7 @@ struct Rig {
       in.slot[s].d = input(o, "d", 4);
       for (int l = 0; l < 4; ++l) in.slot[s].value[l] = input(o, "v" + std::to_string(l), 32);
     }
-    for (int l = 0; l < 4; ++l) in.next_block[l] = input("t", "next" + std::to_string(l), 5);
+    for (int l = 0; l < 4; ++l) in.next_block[l] = input("t", "next" + std::to_string(l), kProtoBlockBits);
     in.exited = input("t", "exited", 4);
     in.reg_rams = rf.rams;
     auto lw = circuit::build_live_write(c, fd.records);
@@ -270,7 +270,7 @@ sdk::KernelIR shfl_kernel() {
 }
 
 void replay(const Rig& k, Runner& run, const LaunchCase& L, std::mt19937& rng, Stats& st) {
-  auto p = lower_kernel(L.kernel, L.shape, {});
+  auto p = lower_kernel(L.kernel, L.shape, circuit_sizes());
   ASSERT_TRUE(p) << L.name << ": " << p.status().to_string();
   const Program& prog = **p;
   auto lr = record_launch(prog, L.args, {});

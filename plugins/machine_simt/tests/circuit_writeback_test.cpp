@@ -78,12 +78,12 @@ struct Rig {
       groups[g].valid = g_valid[g][0];
       groups[g].lanes = g_lanes[g] = in(o, "lanes", 4);
       groups[g].status = g_status[g] = in(o, "status", 2);
-      groups[g].block = g_block[g] = in(o, "block", 5);
+      groups[g].block = g_block[g] = in(o, "block", kProtoBlockBits);
     }
     circuit::ControlNext ctl;
     c_kind = in("t.c", "kind", 4);
     ctl.exec = c_kind[0], ctl.sync = c_kind[1], ctl.cta = c_kind[2], ctl.halt = c_kind[3];
-    ctl.block = c_block = in("t.c", "block", 5);
+    ctl.block = c_block = in("t.c", "block", kProtoBlockBits);
     ctl.warp = c_warp = in("t.c", "warp", 3);
     ctl.lanes = c_lanes = in("t.c", "lanes", 4);
     ctl.cta_index = c_cta = in("t.c", "cta", 7);
@@ -332,7 +332,7 @@ TEST(CircuitWriteback, ChoiceGainScalesTheFieldsExactly) {
   ASSERT_TRUE(g.ok);
   const Word plain_bits = circuit::choice_bits(k.next), gained_bits = circuit::choice_bits(g.next);
   ASSERT_EQ(plain_bits.size(), gained_bits.size());
-  ASSERT_EQ(plain_bits.size(), 80u);  // 79 field bits and `one`
+  ASSERT_EQ(plain_bits.size(), 84u);  // 83 field bits and `one`
   constexpr double kAlpha = 4;
   auto ku = circuit::record_unembedding(k.next, k.cc.allocation, kAlpha);
   auto gu = circuit::record_unembedding(g.next, g.cc.allocation, kAlpha);
@@ -406,7 +406,7 @@ TEST(CircuitChoice, UnembeddingPicksTheTokenInTheFields) {
   n.warp = in("warp", 3), n.wreg_reg = in("wreg.reg", 4), n.wreg_lanes = in("wreg.lanes", 4);
   n.wreg_format = in("wreg.format", 2), n.wmem_shared = in("wmem.shared", 1)[0], n.wmem_word = in("wmem.word", 9);
   n.wmem_count = in("wmem.count", 3), n.wmem_format = in("wmem.format", 2), n.sched_lanes = in("sched.lanes", 4);
-  n.sched_status = in("sched.status", 2), n.sched_block = in("sched.block", 5), n.exec_block = in("exec.block", 5);
+  n.sched_status = in("sched.status", 2), n.sched_block = in("sched.block", kProtoBlockBits), n.exec_block = in("exec.block", kProtoBlockBits);
   n.exec_lanes = in("exec.lanes", 4), n.cta_index = in("cta", 7), n.data_value = in("data", 16);
   n.one = in("one", 1)[0];
   weights::Target t;

@@ -5,7 +5,9 @@
 #include <string>
 #include <vector>
 
+#include "config.h"
 #include "ir_builder.h"
+#include "protocol.h"
 #include "qgpu/sdk/machine.h"
 
 namespace qgpu::simt::test {
@@ -222,6 +224,55 @@ struct LaunchCase {
   std::vector<sdk::LaunchArg> args;
 };
 
+// Twenty words loaded by each thread from its own row of `a` (all live at once), then summed in
+// reverse order into the row's first word: more live values than r1-r15.
+inline sdk::KernelIR pressure_kernel() {
+  IrBuilder b("pressure");
+  const sdk::ValueId pa = b.ptr_param("a");
+  const sdk::ValueId row = b.element(pa, b.bin(sdk::Opcode::kMul, b.tid(), b.c32(20)));
+  std::vector<sdk::ValueId> v;
+  for (int k = 0; k < 20; ++k) v.push_back(b.load(b.bin(sdk::Opcode::kAdd, row, b.c64(4 * k))));
+  sdk::ValueId s = v.back();
+  for (int k = 18; k >= 0; --k) s = b.bin(sdk::Opcode::kAdd, s, v[k]);
+  b.store(row, s);
+  b.ret();
+  return b.k;
+}
+
+// The machine config of the circuit tests: the defaults with the ROM the token layout addresses.
+inline MachineConfig circuit_sizes() {
+  MachineConfig c;
+  c.rom_blocks = kProtoBlocks;
+  return c;
+}
+
+// A ladder of `rungs` blocks: each adds its index to x and passes on 3x + 1 where x is odd and
+// x >> 1 where it is even; the lanes diverge at every rung and meet again at the next. Each
+// phi edge is a block of its own, so 24 rungs lower to far more blocks than 32: block numbers
+// above 31 in EXEC, SCHED, LIVE and branch targets (the layout's 7-bit fields).
+inline sdk::KernelIR ladder_kernel(int rungs = 24) {
+  IrBuilder b("ladder");
+  const sdk::ValueId pa = b.ptr_param("a");
+  const sdk::ValueId i = b.tid();
+  const sdk::ValueId x0 = b.load(b.element(pa, i));
+  std::vector<int> rung;
+  for (int r = 0; r <= rungs; ++r) rung.push_back(b.block("rung" + std::to_string(r), {sdk::IrType::kI32}));
+  b.at(0);
+  b.br(rung[0], {x0});
+  for (int r = 0; r < rungs; ++r) {
+    b.at(rung[r]);
+    const sdk::ValueId x = b.bin(sdk::Opcode::kAdd, b.arg(rung[r], 0), b.c32(r));
+    const sdk::ValueId odd = b.icmp(sdk::CmpPred::kNe, b.bin(sdk::Opcode::kAnd, x, b.c32(1)), b.c32(0));
+    const sdk::ValueId up = b.bin(sdk::Opcode::kAdd, b.bin(sdk::Opcode::kMul, x, b.c32(3)), b.c32(1));
+    const sdk::ValueId down = b.bin(sdk::Opcode::kLShr, x, b.c32(1));
+    b.cond_br(odd, rung[r + 1], {up}, rung[r + 1], {down});
+  }
+  b.at(rung[rungs]);
+  b.store(b.element(pa, i), b.arg(rung[rungs], 0));
+  b.ret();
+  return b.k;
+}
+
 // Real launches the circuit tests replay: every terminator kind, barriers with the parity over
 // several SYNCs, 8 warps, partial warps, several thread blocks, atomics, all lanes exiting at once.
 inline std::vector<LaunchCase> real_launches() {
@@ -273,6 +324,15 @@ inline std::vector<LaunchCase> real_launches() {
                              static_cast<std::int32_t>(0xfedcba98u)}),
                 arr("o8", {0x11111111, 0x22222222, 0x33333333, 0x44444444}), arr("o16", {-1, -1, -1, -1}),
                 arr("out", std::vector<std::int32_t>(24, 0))}});
+  v.push_back({"ladder 1x4 (more than 32 blocks, lanes diverging at every rung)",
+               ladder_kernel(),
+               {1, 4},
+               {arr("a", {7, 12, -5, 1000})}});
+  {
+    std::vector<std::int32_t> a(80);
+    for (int i = 0; i < 80; ++i) a[i] = 1000 * (i % 20) - 37 * i;
+    v.push_back({"pressure 1x4 (values spilled to shared memory)", pressure_kernel(), {1, 4}, {arr("a", a)}});
+  }
   v.push_back({"dot 2x3 (all lanes exit at once, n = 0)",
                dot_kernel(),
                {2, 3},

@@ -52,7 +52,7 @@ Case multi_cta_case() {
 }
 
 std::unique_ptr<Program> lowered(const Case& c) {
-  auto p = lower_kernel(c.kernel, c.shape, {});
+  auto p = lower_kernel(c.kernel, c.shape, circuit_sizes());
   EXPECT_TRUE(p) << c.name << ": " << p.status().to_string();
   return p ? std::move(*p) : nullptr;
 }

@@ -1027,27 +1027,43 @@ TEST(Limits, SharedMemory) {
             "kernel 'big_shared': shared memory needs 40 words per thread block, the machine has 32 (over by 8)");
 }
 
-TEST(Limits, RegisterPressure) {
-  // Twenty loads all live at once, then summed in reverse order.
-  IrBuilder b("pressure");
-  const ValueId pa = b.ptr_param("a");
-  std::vector<ValueId> v;
-  for (int k = 0; k < 20; ++k) v.push_back(b.load(b.bin(Opcode::kAdd, pa, b.c64(4 * k))));
-  ValueId s = v.back();
-  for (int k = 18; k >= 0; --k) s = b.bin(Opcode::kAdd, s, v[k]);
-  b.store(pa, s);
-  b.ret();
-  auto r = lower_kernel(b.k, {1, 1}, {});
-  ASSERT_FALSE(r);
-  std::smatch m;
-  const std::string msg = r.status().message();
-  ASSERT_TRUE(std::regex_search(msg, m,
-                                std::regex("register pressure: needs ([0-9]+) registers at .*, the machine has "
-                                           "15 \\(r1-r15\\), over by ([0-9]+)")))
+TEST(Limits, RegisterPressureSpillsToSharedMemory) {
+  // Four threads: the values that find no register live in per-thread slots after the kernel's
+  // shared memory (here none): one word per thread per spilled value.
+  auto p = lower_kernel(pressure_kernel(), {1, 4}, {});
+  ASSERT_TRUE(p) << p.status().to_string();
+  const int slots = (*p)->shared_words_used;
+  EXPECT_GE(slots, 4 * 5) << "at least 20 - 15 values spilled";
+  EXPECT_EQ(slots % 4, 0);
+  EXPECT_EQ((*p)->registers_used, 15);
+  const std::vector<std::int32_t> a = random_ints(80, 5);
+  for (const MachineConfig& cfg : {MachineConfig{}, [] {
+                                     MachineConfig c;
+                                     c.registers = 8;  // r1-r7: most values spilled
+                                     c.shared_words = 128;
+                                     return c;
+                                   }()}) {
+    auto r = run(pressure_kernel(), {1, 4}, {arr("a", a)}, cfg, sdk::InterpretOptions{.racecheck = true});
+    ASSERT_TRUE(r) << r.status().to_string();
+    for (int t = 0; t < 4; ++t) {
+      int sum = 0;
+      for (int k = 0; k < 20; ++k) sum += a[20 * t + k];
+      EXPECT_EQ(r->arrays[0].array[20 * t], sum) << "thread " << t << ", registers " << cfg.registers;
+      for (int k = 1; k < 20; ++k) EXPECT_EQ(r->arrays[0].array[20 * t + k], a[20 * t + k]);
+    }
+  }
+  // Thirty-two threads need 32 words per spilled value: more than the default 32 words of shared
+  // memory for two values; the message says how many and what to raise.
+  auto big = lower_kernel(pressure_kernel(), {1, 32}, {});
+  ASSERT_FALSE(big);
+  const std::string msg = big.status().message();
+  EXPECT_TRUE(std::regex_search(
+      msg, std::regex("register pressure: needs 2[0-9] registers at .*, the machine has 15 \\(r1-r15\\); spilling 2 "
+                      "values to shared memory needs 64 words per thread block \\(0 for the kernel, 32 per value\\), "
+                      "the machine has 32 \\(over by 32\\): raise the machine option shared_words \\(the circuit "
+                      "holds 512\\)$")))
       << msg;
-  EXPECT_GE(std::stoi(m[1]), 20);
-  EXPECT_EQ(std::stoi(m[1]) - 15, std::stoi(m[2]));
-  // Fifteen live values fit exactly.
+  // Fifteen live values fit exactly: nothing spilled.
   IrBuilder ok("fits");
   const ValueId qa = ok.ptr_param("a");
   std::vector<ValueId> w;
@@ -1056,11 +1072,14 @@ TEST(Limits, RegisterPressure) {
   for (int k = 12; k >= 0; --k) t = ok.bin(Opcode::kAdd, t, w[k]);
   ok.store(qa, t);
   ok.ret();
-  std::vector<std::int32_t> a = random_ints(14, 3);
-  auto run_ok = run(ok.k, {1, 1}, {arr("a", a)});
+  auto fits = lower_kernel(ok.k, {1, 1}, {});
+  ASSERT_TRUE(fits) << fits.status().to_string();
+  EXPECT_EQ((*fits)->shared_words_used, 0);
+  std::vector<std::int32_t> b = random_ints(14, 3);
+  auto run_ok = run(ok.k, {1, 1}, {arr("a", b)});
   ASSERT_TRUE(run_ok) << run_ok.status().to_string();
   int sum = 0;
-  for (int x : a) sum += x;
+  for (int x : b) sum += x;
   EXPECT_EQ(run_ok->arrays[0].array[0], sum);
 }
 

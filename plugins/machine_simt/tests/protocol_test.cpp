@@ -38,15 +38,15 @@ TEST(Protocol, VocabularySize) {
   // Counted from the layout in docs/PROTOCOL.md, term by term.
   const std::int64_t want = 1 + 1 + 1 + 1      // HALT RUN SYNC LAUNCH
                             + 128              // CTA
-                            + 32 * 8 * 15      // EXEC block x warp x lane mask
-                            + 97 * 8 * 15      // SCHED state x warp x lane mask
+                            + 128 * 8 * 15     // EXEC block x warp x lane mask
+                            + 385 * 8 * 15     // SCHED state (3 x 128 blocks, exited) x warp x lane mask
                             + 8 * 15 * 15 * 4  // WREG warp x reg x lane mask x format
                             + 2 * 512 * 4 * 4  // WMEM space x word x count x format
-                            + 32 * 8 * 2       // ROM (32-bit halves)
-                            + 32 + 1           // LIVE: one row per block, then `LIVE exited`
+                            + 128 * 8 * 2      // ROM (32-bit halves)
+                            + 128 + 1          // LIVE: one row per block, then `LIVE exited`
                             + 65536;           // DATA
   EXPECT_EQ(vocabulary_rows(), want);
-  EXPECT_EQ(want, 105277);
+  EXPECT_EQ(want, 152989);
   std::cout << "[ protocol ] vocabulary: " << kBase << " base rows + " << vocabulary_rows()
             << " machine rows = " << kBase + vocabulary_rows() << "\n";
 }
@@ -133,9 +133,9 @@ TEST(Protocol, HeadersAreDistinctAndDataFormatsAreMinimal) {
   EXPECT_EQ(token_count(wmem_record(false, 2, std::vector<std::uint32_t>{32})), 2);
   EXPECT_EQ(to_text(wreg_record(0, 2, 7, {4, 10, 18, 0})), "WREG w0 r2 0b0111 byte [4, 10, 18]");
   EXPECT_EQ(to_text(sched_record(0, 8, LaneStatus::kRunning, 3)), "SCHED w0 0b1000 running B3");
-  // LIVE: rows 0-31 are the blocks' live-in sets, row 32 the exited lanes' (after B31, before DATA).
+  // LIVE: rows 0-127 are the blocks' live-in sets, row 128 the exited lanes' (after B127, before DATA).
   std::vector<std::int64_t> t;
-  ASSERT_TRUE(append_tokens(live_record(31, 2), kBase, t));
+  ASSERT_TRUE(append_tokens(live_record(127, 2), kBase, t));
   ASSERT_TRUE(append_tokens(live_exited_record((1u << 3) | (1u << 15)), kBase, t));
   ASSERT_EQ(t.size(), 4u);
   EXPECT_EQ(t[2], t[0] + 1);
@@ -155,7 +155,7 @@ TEST(Protocol, InvalidTokensAreNamed) {
   EXPECT_EQ(err({kBase + first_id(RecordKind::kHalt), 1234}),
             "token 1 (id 1234) is a base-vocabulary (text) token, not a machine record (records start at 248320)");
   EXPECT_EQ(err({kBase + vocabulary_rows() + 4}),
-            "token 0 (id 353601) is past the machine's rows (248320 + 105277, over by 5)");
+            "token 0 (id 401313) is past the machine's rows (248320 + 152989, over by 5)");
   EXPECT_EQ(err({data + 7}),
             "token 0 (id " + std::to_string(data + 7) + ") is a DATA token where a record header is expected");
   std::vector<std::int64_t> wreg;
@@ -179,12 +179,12 @@ TEST(Protocol, InvalidTokensAreNamed) {
   EXPECT_NE(err({wmem_last}).find("past the last word 511"), std::string::npos);
   // Encoding checks fields against the layout.
   std::vector<std::int64_t> t;
-  auto s = append_tokens(exec_record(40, 0, 1), kBase, t);
-  EXPECT_EQ(s.message(), "EXEC record: block 40 is outside the token layout (at most 31, over by 9)");
+  auto s = append_tokens(exec_record(140, 0, 1), kBase, t);
+  EXPECT_EQ(s.message(), "EXEC record: block 140 is outside the token layout (at most 127, over by 13)");
   s = append_tokens(exec_record(1, 0, 0), kBase, t);
   EXPECT_EQ(s.message(), "EXEC record: lane mask 0 is not a non-empty mask of 4 lanes");
-  s = append_tokens(live_record(33, 2), kBase, t);
-  EXPECT_EQ(s.message(), "LIVE record: block 33 is outside the token layout (at most 32, over by 1)");
+  s = append_tokens(live_record(129, 2), kBase, t);
+  EXPECT_EQ(s.message(), "LIVE record: block 129 is outside the token layout (at most 128, over by 1)");
   s = append_tokens(live_exited_record(1), kBase, t);
   EXPECT_EQ(s.message(), "LIVE record: mask 1 is not a set of r1-r15");
   std::vector<std::int64_t> live;
@@ -514,7 +514,7 @@ struct Case {
 
 // Lowers, records, round-trips the tokens and replays the stream; returns the records.
 LaunchRecords check_case(const Case& c) {
-  auto p = lower_kernel(c.kernel, c.shape, {});
+  auto p = lower_kernel(c.kernel, c.shape, circuit_sizes());
   EXPECT_TRUE(p) << c.name << ": " << p.status().to_string();
   if (!p) return {};
   auto lr = record_launch(**p, c.args, {});
@@ -579,7 +579,7 @@ TEST(Protocol, DotProductPromptAndStream) {
          {arr("a", {1, 2, 3}), arr("b", {4, 5, 6}), arr("out", {0}), scalar("n", 3)},
          {{1, 2, 3}, {4, 5, 6}, {32}}};
   const LaunchRecords lr = check_case(c);
-  auto p = lower_kernel(c.kernel, c.shape, {});
+  auto p = lower_kernel(c.kernel, c.shape, circuit_sizes());
   ASSERT_TRUE(p);
   std::cout << (*p)->dump();
   std::cout << "[ protocol ] dot prompt:\n";
@@ -799,7 +799,7 @@ TEST(Protocol, ShuffleSourcesTravelAsLiveExited) {
 TEST(Protocol, ReplayCatchesAMissingWriteBack) {
   // The replay model must be able to fail: drop one register write-back from the dot stream.
   Case c{"dot", dot_kernel(), {1, 4}, {arr("a", {1, 2, 3}), arr("b", {4, 5, 6}), arr("out", {0}), scalar("n", 3)}, {}};
-  auto p = lower_kernel(c.kernel, c.shape, {});
+  auto p = lower_kernel(c.kernel, c.shape, circuit_sizes());
   ASSERT_TRUE(p);
   auto lr = record_launch(**p, c.args, {});
   ASSERT_TRUE(lr);

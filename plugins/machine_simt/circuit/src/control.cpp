@@ -20,7 +20,7 @@ using weights::Word;
 
 constexpr int kL = kProtoLanes;
 constexpr int kW = kProtoWarps;
-constexpr int kBlockBits = 5;
+constexpr int kBlockBits = kProtoBlockBits;
 constexpr int kWarpBits = 3;
 constexpr int kRowBits = 2 + kBlockBits;  // s0, s1, block
 constexpr int kThreadBits = 6;            // threads per thread block <= 32
@@ -38,7 +38,7 @@ int pair(int i, int j) {
 // One MLP op: threshold steps and selectors into output bits, errors kept until commit.
 class Mlp {
  public:
-  Mlp(Circuit& c, std::string name) : mb_(c), name_(std::move(name)) {}
+  Mlp(Circuit& c, std::string name) : mb_(c), name_(std::move(name)), c_one_(c.one()) {}
   void step(std::vector<Term> t, double th, Bit out, double coef = 1) {
     if (st_.is_ok()) st_ = mb_.step(std::move(t), th, {Term{out, coef}});
   }
@@ -46,6 +46,15 @@ class Mlp {
   void equal(const std::vector<Term>& d, Bit out) {
     step(d, 0, out, 1);
     step(d, 1, out, -1);
+  }
+  // [a == b and every literal holds]: a false literal pushes d below any difference of two
+  // blocks, so each step's sum stays within bf16's exact range above its threshold.
+  void equal_if(std::vector<Term> d, const std::vector<Bit>& literals, Bit out) {
+    for (const Bit& b : literals) {
+      d.push_back(Term{b, kProtoBlocks});
+      d.push_back(Term{c_one_, -kProtoBlocks});
+    }
+    equal(d, out);
   }
   void sel(std::vector<Bit> match, Bit out) { mb_.select(match, kOne, {Term{out, 1}}); }
   sdk::Status commit() {
@@ -56,6 +65,7 @@ class Mlp {
  private:
   MlpBuilder mb_;
   std::string name_;
+  Bit c_one_;
   sdk::Status st_;
 };
 
@@ -75,13 +85,13 @@ std::vector<Term> cat(std::vector<Term> a, const std::vector<Term>& b) {
   return a;
 }
 
-// [key_i <= key_j] with key = block + 32 if the lane is not running.
+// [key_i <= key_j] with key = block + kProtoBlocks if the lane is not running.
 std::vector<Term> key_le(const Word& bi, Bit runi, const Word& bj, Bit runj) {
   std::vector<Term> t;
   add_value(t, bj, 1);
   add_value(t, bi, -1);
-  t.push_back(Term{!runj, 32});
-  t.push_back(Term{!runi, -32});
+  t.push_back(Term{!runj, kProtoBlocks});
+  t.push_back(Term{!runi, -kProtoBlocks});
   return t;
 }
 
@@ -324,10 +334,10 @@ sdk::Status Builder::early() {
     for (int b = 0; b < kBlockBits; ++b)
       for (Bit t : {br_, brc_, bar_}) op.sel({t, t0_[b]}, state0_[2 + b]);
     for (int l = 0; l < kL; ++l) {
-      std::vector<Term> d{{cur_[l].s0, 1}, {c_.one(), -1}, {cur_[l].s1, 2}};
-      add_value(d, cur_[l].block, 4);
-      add_value(d, t1_, -4);
-      op.equal(d, held1_[l]);
+      std::vector<Term> d;
+      add_value(d, cur_[l].block, 1);
+      add_value(d, t1_, -1);
+      op.equal_if(d, {cur_[l].s0, !cur_[l].s1}, held1_[l]);  // running at t1
     }
     QGPU_RETURN_IF_ERROR(op.commit());
   }
@@ -348,7 +358,7 @@ sdk::Status Builder::early() {
     op.step(t, 1, more_[0]);
     QGPU_RETURN_IF_ERROR(op.commit());
   }
-  // Per-warp order of the lanes' keys (block + 32 if not running), summaries, comparisons
+  // Per-warp order of the lanes' keys (block + kProtoBlocks if not running), summaries, comparisons
   // of the EXEC warp's unmasked lanes with the branch targets.
   QGPU_RETURN_IF_ERROR(field("ctl", "first", kW, first_));  // the next warp with running lanes
   QGPU_RETURN_IF_ERROR(field("ctl", "any", 4, any_));       // any_other, cont, any_wait, hasU
@@ -386,22 +396,29 @@ sdk::Status Builder::early() {
         std::vector<Term> t;
         add_value(t, x ? t1_ : t0_, 1);
         add_value(t, cur_[l].block, -1);
-        t.push_back(Term{urun_[l], 64});
-        op.step(t, 64, cmp_[l * 4 + 2 * x]);      // running and b <= target
-        op.step(t, 65, cmp_[l * 4 + 2 * x + 1]);  // running and b < target
+        t.push_back(Term{urun_[l], 2 * kProtoBlocks});  // above any difference of two blocks
+        op.step(t, 2 * kProtoBlocks, cmp_[l * 4 + 2 * x]);      // running and b <= target
+        op.step(t, 2 * kProtoBlocks + 1, cmp_[l * 4 + 2 * x + 1]);  // running and b < target
       }
     for (int l = 0; l < kL; ++l) {
       std::vector<Term> d;
-      add_value(d, concat({cur_[l].s0, cur_[l].s1}, cur_[l].block), 1);
-      add_value(d, state0_, -1);
-      op.equal(d, held0_[l]);
+      add_value(d, cur_[l].block, 1);
+      add_value(d, slice(state0_, 2, kBlockBits), -1);
+      for (int st = 0; st < 4; ++st) {  // the same status: one pair of steps per status value
+        const Bit a = st & 1 ? cur_[l].s0 : !cur_[l].s0, b = st & 2 ? cur_[l].s1 : !cur_[l].s1;
+        const Bit x = st & 1 ? state0_[0] : !state0_[0], y = st & 2 ? state0_[1] : !state0_[1];
+        op.equal_if(d, {a, b, x, y}, held0_[l]);
+      }
     }
     for (int v = 1; v < kW; ++v)
       for (int l = 0; l < kL; ++l) {
         const Row& r = rows_[v][l];
-        std::vector<Term> t{{ex_[v * kL + l], 8}, {k_.cta_is[0], 8}, {r.s1, 1}, {!r.s0, 1}};
+        // Both flags (weighted above the row's 2 + kBlockBits bits) and any row bit set.
+        constexpr int kFlag = 16;
+        static_assert(2 + kBlockBits < kFlag);
+        std::vector<Term> t{{ex_[v * kL + l], kFlag}, {k_.cta_is[0], kFlag}, {r.s1, 1}, {!r.s0, 1}};
         add_bits(t, r.block, 1);
-        op.step(t, 17, csched_[v * kL + l]);
+        op.step(t, 2 * kFlag + 1, csched_[v * kL + l]);
       }
     QGPU_RETURN_IF_ERROR(op.commit());
   }

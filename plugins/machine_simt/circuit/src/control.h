@@ -47,7 +47,7 @@ struct ControlIn {
 enum class NextKind { kExec = 0, kSync = 1, kCta = 2, kHalt = 3 };
 struct ControlRecord {
   weights::Word kind;   // 4 bits, one-hot by NextKind
-  weights::Word block;  // 5 bits (EXEC)
+  weights::Word block;  // kProtoBlockBits (EXEC)
   weights::Word warp;   // 3 bits (EXEC)
   weights::Word lanes;  // 4 bits (EXEC)
   weights::Word cta;    // 8 bits (CTA: ctaid + 1)
@@ -58,7 +58,7 @@ struct SchedWrite {
   weights::Bit valid;    // emit this record (lanes != 0)
   weights::Word lanes;   // 4 bits
   weights::Word status;  // 2 bits: (s1, s0) as in the rows above
-  weights::Word block;   // 5 bits
+  weights::Word block;   // kProtoBlockBits
 };
 
 struct Control {

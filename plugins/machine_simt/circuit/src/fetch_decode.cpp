@@ -256,7 +256,7 @@ sdk::Expected<TermEarly> fetch_term_early(Circuit& c, FetchDecode& fd, int k) {
   }
   const std::string owner = "decode.s" + std::to_string(k) + "e";
   const Op ops[] = {Op::kBr, Op::kBrc, Op::kBar, Op::kExit};
-  constexpr int kTargetBits = 5;
+  constexpr int kTargetBits = kProtoBlockBits;
   auto op = c.computed(owner, "opcode", 4);
   if (!op) return op.status();
   auto tg = c.computed(owner, "targets", 2 * kTargetBits);

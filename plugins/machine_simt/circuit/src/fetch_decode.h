@@ -51,12 +51,12 @@ struct FetchDecode {
   int slots = 0;    // block_instructions + 1 (the terminator is the last slot)
   Records records;  // the token inputs and their reassembly (records.h)
   // The ROM write (records.rom): nonzero select only at a ROM record's second DATA token.
-  weights::Word rom_block;    // 5 bits: the block (write row)
+  weights::Word rom_block;    // kProtoBlockBits: the block (write row)
   weights::Word rom_select;   // slots*2 bits, one-hot at slot*2 + half: the RAM written
   weights::Word rom_payload;  // 32 bits: the half's bits
   // Embedding inputs of EXEC headers (0 on every other token).
   weights::Word exec_is;     // 1 bit: the token is an EXEC record
-  weights::Word exec_block;  // 5 bits
+  weights::Word exec_block;  // kProtoBlockBits
   weights::Word exec_warp;   // 3 bits
   weights::Word exec_lanes;  // 4 bits
   std::vector<int> rams;     // per slot*2 + half

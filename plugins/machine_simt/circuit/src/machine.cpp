@@ -20,7 +20,7 @@ using weights::slice;
 using weights::Term;
 using weights::Word;
 
-constexpr int kBlockBits = 5;
+constexpr int kBlockBits = kProtoBlockBits;
 // The lane of the previous slot's memory chain whose load a slot's ROM reads wait for.
 constexpr int kFetchLane = kProtoLanes - 2;
 
@@ -355,9 +355,10 @@ sdk::Status Builder::outputs() {
     const SchedWrite& g0 = m_.control.groups[0];
     const SchedWrite& g1 = m_.control.groups[1];
     const Bit v0 = g0.valid, v1 = g1.valid;
-    Word pa, pb;  // valid, lanes (4), status (2), block (5)
-    QGPU_RETURN_IF_ERROR(take(c_.computed("groups", "first", 12), pa));
-    QGPU_RETURN_IF_ERROR(take(c_.computed("groups", "second", 12), pb));
+    constexpr int kGroupBits = 7 + kBlockBits;
+    Word pa, pb;  // valid, lanes (4), status (2), block
+    QGPU_RETURN_IF_ERROR(take(c_.computed("groups", "first", kGroupBits), pa));
+    QGPU_RETURN_IF_ERROR(take(c_.computed("groups", "second", kGroupBits), pb));
     auto fields = [&](const SchedWrite& g) {
       std::vector<std::vector<std::vector<Bit>>> f;  // per output bit: the patterns that set it
       f.push_back({{g.valid}});
@@ -369,7 +370,7 @@ sdk::Status Builder::outputs() {
     };
     const auto f0 = fields(g0), f1 = fields(g1);
     MlpBuilder gop(c_);
-    for (int b = 0; b < 12; ++b) {
+    for (int b = 0; b < kGroupBits; ++b) {
       for (std::vector<Bit> p : f0[static_cast<std::size_t>(b)]) {  // first = g0 where g0 is valid
         p.push_back(v0);
         gop.select(p, one, {Term{pa[b], 1}});

@@ -77,7 +77,7 @@ struct Machine {
   Control control;    // scheduler RAMs, latches, next record
   std::array<MachineSlot, kMachineSlots> slot;
   weights::Word cond;                                 // 4 bits: the terminator's per-lane condition
-  std::array<weights::Word, kProtoLanes> next_block;  // 5 bits per lane
+  std::array<weights::Word, kProtoLanes> next_block;  // kProtoBlockBits per lane
   weights::Word exited;                               // 4 bits: the terminator is exit (every lane)
   WbAnalysis wb;
   // The write-back sequencer's inputs.

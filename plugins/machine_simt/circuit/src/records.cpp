@@ -17,9 +17,10 @@ using weights::slice;
 using weights::Term;
 using weights::Word;
 
-constexpr int kBlockBits = 5;  // log2(kProtoBlocks)
+constexpr int kBlockBits = kProtoBlockBits;
 constexpr int kWarpBits = 3;   // log2(kProtoWarps)
-constexpr int kRowBits = 7;    // ROM block (5 bits) or WREG register | warp << 4
+constexpr int kRowBits = 7;    // ROM / LIVE block or WREG register | warp << 4
+static_assert(kBlockBits <= kRowBits);
 constexpr double kK = weights::kGain;
 static_assert(kProtoBlocks == 1 << kBlockBits && kProtoWarps == 1 << kWarpBits);
 static_assert(kProtoRegisters == 16 && kProtoLanes == 4);

@@ -47,7 +47,7 @@ struct HeaderField {
 // The ROM write of a ROM record's second DATA token (header at lag 2): views of
 // the conv1d window and of the current token, no neurons.
 struct RomWrite {
-  weights::Word row;     // 5 bits: the block
+  weights::Word row;     // kProtoBlockBits: the block
   weights::Word select;  // rom_slots·2 bits, one-hot at slot·2 + half (all 0 on every other token)
   weights::Word data;    // 32 bits: DATA at lag 1 (low 16 bits), the current DATA (high 16 bits)
 };
@@ -88,7 +88,7 @@ struct LaunchWrite {
 struct LiveWrite {
   weights::Bit enable;  // the header at lag 1 is LIVE B (a block's row)
   weights::Bit exited;  // the header at lag 1 is LIVE exited (the shuffle sources)
-  weights::Word row;    // 5 bits: B (0 for LIVE exited)
+  weights::Word row;    // kProtoBlockBits: B (0 for LIVE exited)
   weights::Word mask;   // 16 bits: bit r = register r live at B's entry (in an exited lane)
 };
 
@@ -100,7 +100,7 @@ struct Records {
   weights::Word data_value;                                  // 16 bits: its payload
   weights::Word row;                                         // 7 bits: ROM: block; WREG: register | warp << 4
   weights::Word rom_select;                                  // rom_slots·2 bits, one-hot at slot·2 + half
-  weights::Word exec_is, exec_block, exec_warp, exec_lanes;  // 1, 5, 3, 4 bits
+  weights::Word exec_is, exec_block, exec_warp, exec_lanes;  // 1, kProtoBlockBits, 3, 4 bits
   weights::Word wreg_zero;                                   // 4 bits: a zero-format header's lane mask
   std::array<weights::Word, 3> wreg_lo, wreg_hi;  // per DATA position p = 1..3: one bit per lane of kWreg*Lanes[p-1]
   weights::Word wreg_byte;                        // 2 bits: the record is byte format and has DATA p (p = 1, 2)

@@ -77,11 +77,11 @@ sdk::Status check_widths(const SequencerIn& in) {
       if (v.size() != 32) return sdk::invalid_argument("sequencer: lane values are 32 bits");
   }
   for (const SchedGroup& g : in.sched)
-    if (g.lanes.size() != 4 || g.status.size() != 2 || g.block.size() != 5)
-      return sdk::invalid_argument("sequencer: a scheduler group is lanes 4, status 2, block 5 bits");
+    if (g.lanes.size() != 4 || g.status.size() != 2 || g.block.size() != kProtoBlockBits)
+      return sdk::invalid_argument("sequencer: a scheduler group is lanes 4, status 2, block " + std::to_string(kProtoBlockBits) + " bits");
   const ControlNext& k = in.control;
-  if (k.block.size() != 5 || k.warp.size() != 3 || k.lanes.size() != 4 || k.cta_index.size() != 7)
-    return sdk::invalid_argument("sequencer: the control record is block 5, warp 3, lanes 4, cta 7 bits");
+  if (k.block.size() != kProtoBlockBits || k.warp.size() != 3 || k.lanes.size() != 4 || k.cta_index.size() != 7)
+    return sdk::invalid_argument("sequencer: the control record is block " + std::to_string(kProtoBlockBits) + ", warp 3, lanes 4, cta 7 bits");
   return sdk::Status::ok();
 }
 

@@ -19,7 +19,7 @@ using weights::Word;
 
 constexpr const char* kOwner = "wba";
 constexpr int kLiveBits = 16;
-constexpr int kBlockBits = 5;
+constexpr int kBlockBits = kProtoBlockBits;
 constexpr int kWarpBits = 3;
 
 // w·[the opcode writes d]: a sum of one-hot opcode bits, so 0 or w without a neuron.

@@ -53,7 +53,7 @@ struct WbAnalysisIn {
   std::array<WbSlotIn, kWbSlots> slot;
   // Each lane's state after the block (control): its next block, and whether it exited
   // (then its next block is ignored).
-  std::array<weights::Word, kProtoLanes> next_block;        // 5 bits per lane
+  std::array<weights::Word, kProtoLanes> next_block;        // kProtoBlockBits per lane
   weights::Word exited;                                     // 4 bits: bit l = lane l exited
   std::array<int, kProtoLanes> reg_rams{{-1, -1, -1, -1}};  // RegisterFile::rams: rows warp·16 + register
   LiveWrite live_write;  // the LIVE and shuffle-source RAMs' write port (a LIVE record's DATA token)

@@ -536,8 +536,8 @@ sdk::Expected<NextToken> build_successor(Circuit& c, const WregPlan& wreg, const
                                  std::to_string(kMaxChoiceGain));
   bool named_warps = false;
   for (const SchedGroup& g : sched) {
-    if (g.lanes.size() != 4 || g.status.size() != 2 || g.block.size() != 5 || (!g.warp.empty() && g.warp.size() != 3))
-      return sdk::invalid_argument("successor: a scheduler group is lanes 4, status 2, block 5 (warp 3) bits");
+    if (g.lanes.size() != 4 || g.status.size() != 2 || g.block.size() != kProtoBlockBits || (!g.warp.empty() && g.warp.size() != 3))
+      return sdk::invalid_argument("successor: a scheduler group is lanes 4, status 2, block " + std::to_string(kProtoBlockBits) + " (warp 3) bits");
     named_warps |= !g.warp.empty();
   }
   if (named_warps && in.sched_warp.size() != 3)
@@ -634,8 +634,8 @@ sdk::Expected<NextToken> build_successor(Circuit& c, const WregPlan& wreg, const
                          Spec{&t.wreg_lanes, "next.wreg.lanes", 4}, Spec{&t.wreg_format, "next.wreg.format", 2},
                          Spec{&t.wmem_word, "next.wmem.word", 9}, Spec{&t.wmem_count, "next.wmem.count", 3},
                          Spec{&t.wmem_format, "next.wmem.format", 2}, Spec{&t.sched_lanes, "next.sched.lanes", 4},
-                         Spec{&t.sched_status, "next.sched.status", 2}, Spec{&t.sched_block, "next.sched.block", 5},
-                         Spec{&t.exec_block, "next.exec.block", 5}, Spec{&t.exec_lanes, "next.exec.lanes", 4},
+                         Spec{&t.sched_status, "next.sched.status", 2}, Spec{&t.sched_block, "next.sched.block", kProtoBlockBits},
+                         Spec{&t.exec_block, "next.exec.block", kProtoBlockBits}, Spec{&t.exec_lanes, "next.exec.lanes", 4},
                          Spec{&t.cta_index, "next.cta", 7}, Spec{&t.data_value, "next.data", 16}}) {
     auto w = c.computed(kOwner, sp.name, sp.width);
     if (!w) return w.status();

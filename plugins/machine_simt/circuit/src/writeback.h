@@ -103,12 +103,12 @@ struct SchedGroup {
   weights::Bit valid;
   weights::Word lanes;   // 4 bits
   weights::Word status;  // 2 bits (LaneStatus)
-  weights::Word block;   // 5 bits
+  weights::Word block;   // kProtoBlockBits
   weights::Word warp;    // 3 bits, or empty: the EXEC's warp (SuccessorIn::warp)
 };
 struct ControlNext {
   weights::Bit exec, sync, cta, halt;  // one-hot: the record after the write-backs
-  weights::Word block, warp, lanes;    // EXEC: 5, 3, 4 bits
+  weights::Word block, warp, lanes;    // EXEC: kProtoBlockBits, 3, 4 bits
   weights::Word cta_index;             // CTA: 7 bits
 };
 
@@ -135,8 +135,8 @@ struct NextToken {
   weights::Word wreg_reg, wreg_lanes, wreg_format;  // 4, 4, 2
   weights::Bit wmem_shared;
   weights::Word wmem_word, wmem_count, wmem_format;      // 9, 3, 2
-  weights::Word sched_lanes, sched_status, sched_block;  // 4, 2, 5
-  weights::Word exec_block, exec_lanes;                  // 5, 4
+  weights::Word sched_lanes, sched_status, sched_block;  // 4, 2, kProtoBlockBits
+  weights::Word exec_block, exec_lanes;                  // kProtoBlockBits, 4
   weights::Word cta_index;                               // 7
   weights::Word data_value;                              // 16
   // 1 on every token of the write-back sequence (where a next token is chosen): the

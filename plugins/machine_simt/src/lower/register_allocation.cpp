@@ -6,6 +6,8 @@
 #include <functional>
 #include <string>
 
+#include "lower/spill.h"
+
 namespace qgpu::simt::lower {
 namespace {
 
@@ -142,13 +144,27 @@ Interference interference(const Function& function, const std::vector<BitSet>& l
   return g;
 }
 
-}  // namespace
-
-sdk::Expected<Registers> allocate_registers(const Function& function, const MachineConfig& config,
-                                            const sdk::KernelIR& kernel, const Diagnostics& diag) {
+// Per virtual register: at how many instructions it is live, and how often it is read or written
+// (the spill choice weighs the one against the other).
+struct Spans {
+  std::vector<int> live, accesses;
+};
+Spans spans(const Function& function, const std::vector<BitSet>& live_out) {
   const int n = function.vregs;
-  const Interference g = interference(function, live_out_sets(function));
-  // Greedy colouring in order of first definition.
+  Spans s{std::vector<int>(n, 0), std::vector<int>(n, 0)};
+  for (int m : function.layout)
+    transfer(function.blocks[m], live_out[m], [&](const Instruction*, const DefsUses& p, const BitSet& live_after) {
+      live_after.each([&](std::size_t v) { ++s.live[v]; });
+      for (int d : p.defs) ++s.accesses[d];
+      for (int u : p.uses) ++s.accesses[u];
+    });
+  return s;
+}
+
+// Greedy colouring in order of first definition; returns the first virtual register that finds
+// every usable register taken by a neighbour (-1: all coloured).
+int colour(const Function& function, const Interference& g, int usable, Registers& result) {
+  const int n = function.vregs;
   std::vector<int> first(n, -1);
   int pos = 0;
   for (int m : function.layout)
@@ -160,13 +176,12 @@ sdk::Expected<Registers> allocate_registers(const Function& function, const Mach
   std::vector<int> by_first(n);
   for (int i = 0; i < n; ++i) by_first[i] = i;
   std::stable_sort(by_first.begin(), by_first.end(), [&](int a, int b) { return first[a] < first[b]; });
-  const int usable = config.registers - 1;
-  Registers result;
   result.color.assign(n, 0);
+  result.highest = 0;
   std::vector<int>& color = result.color;
   for (int v : by_first) {
     if (first[v] < 0) continue;  // never written (cannot happen for reachable code)
-    std::vector<bool> taken(config.registers, false);
+    std::vector<bool> taken(usable + 1, false);
     g.adjacent[v].each([&](std::size_t u) {
       if (color[u] > 0) taken[color[u]] = true;
     });
@@ -178,19 +193,70 @@ sdk::Expected<Registers> allocate_registers(const Function& function, const Mach
       }
     for (int r = 1; pick == 0 && r <= usable; ++r)
       if (!taken[r]) pick = r;
-    if (pick == 0) {
-      const int need = std::max(g.max_pressure, usable + 1);
-      const std::string where =
-          g.pressure_loc.line ? " (" + kernel.source_path + ":" + std::to_string(g.pressure_loc.line) + ")" : "";
-      return diag.error(sdk::ErrorCode::kLimitExceeded, kernel.loc,
-                        "register pressure: needs " + std::to_string(need) + " registers at " + g.pressure_at + where +
-                            ", the machine has " + std::to_string(usable) + " (r1-r" + std::to_string(usable) +
-                            "), over by " + std::to_string(need - usable) + " (spilling is not implemented)");
-    }
+    if (pick == 0) return v;
     color[v] = pick;
     result.highest = std::max(result.highest, pick);
   }
-  return result;
+  return -1;
+}
+
+}  // namespace
+
+sdk::Expected<Registers> allocate_registers(Function& function, const MachineConfig& config,
+                                            const sdk::KernelIR& kernel, const sdk::LaunchShape& shape,
+                                            int shared_words, const Diagnostics& diag) {
+  const int usable = config.registers - 1;
+  const int threads = static_cast<int>(shape.block);  // one slot word per thread of a block
+  std::vector<bool> temporary(static_cast<std::size_t>(function.vregs), false);
+  std::vector<bool> spilled(static_cast<std::size_t>(function.vregs), false);
+  int first_pressure = 0;
+  std::string first_where;
+  Registers result;
+  for (;;) {
+    const std::vector<BitSet> live_out = live_out_sets(function);
+    const Interference g = interference(function, live_out);
+    if (result.spilled == 0) {
+      first_pressure = g.max_pressure;
+      first_where = g.pressure_at + (g.pressure_loc.line ? " (" + kernel.source_path + ":" +
+                                                               std::to_string(g.pressure_loc.line) + ")"
+                                                         : "");
+    }
+    const int stuck = colour(function, g, usable, result);
+    if (stuck < 0) return result;
+    // Spill the value among the stuck one and its neighbours that is live longest per access
+    // (never a spill's own temporaries: they live for an instruction or two).
+    const Spans s = spans(function, live_out);
+    int victim = -1;
+    double best = 0;
+    auto consider = [&](int v) {
+      if (temporary[static_cast<std::size_t>(v)] || spilled[static_cast<std::size_t>(v)]) return;
+      const double score = static_cast<double>(s.live[v]) / std::max(1, s.accesses[v]);
+      if (victim < 0 || score > best) victim = v, best = score;
+    };
+    consider(stuck);
+    g.adjacent[stuck].each([&](std::size_t u) { consider(static_cast<int>(u)); });
+    const int words = shared_words + (result.spilled + 1) * threads;
+    if (victim < 0 || words > config.shared_words) {
+      const std::string need = "register pressure: needs " + std::to_string(std::max(first_pressure, usable + 1)) +
+                               " registers at " + first_where + ", the machine has " + std::to_string(usable) +
+                               " (r1-r" + std::to_string(usable) + ")";
+      if (victim < 0)
+        return diag.error(sdk::ErrorCode::kLimitExceeded, kernel.loc,
+                          need + ", and spilling " + std::to_string(result.spilled) + " values left too many live");
+      return diag.error(sdk::ErrorCode::kLimitExceeded, kernel.loc,
+                        need + "; spilling " + std::to_string(result.spilled + 1) + " values to shared memory needs " +
+                            std::to_string(words) + " words per thread block (" + std::to_string(shared_words) +
+                            " for the kernel, " + std::to_string(threads) + " per value), the machine has " +
+                            std::to_string(config.shared_words) + " (over by " +
+                            std::to_string(words - config.shared_words) + "): raise the machine option shared_words " +
+                            "(the circuit holds 512)");
+    }
+    const auto offset = static_cast<std::uint32_t>(4 * (shared_words + result.spilled * threads));
+    spilled[static_cast<std::size_t>(victim)] = true;
+    spill_everywhere(function, victim, offset, temporary);
+    spilled.resize(static_cast<std::size_t>(function.vregs), false);
+    ++result.spilled;
+  }
 }
 
 }  // namespace qgpu::simt::lower

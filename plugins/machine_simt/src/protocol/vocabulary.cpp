@@ -15,7 +15,8 @@ using detail::kNames;
 using detail::payload_values;
 
 constexpr int kMasks = 15;        // non-empty lane masks
-constexpr int kSchedStates = 97;  // running x32, barrier even x32, barrier odd x32, exited
+constexpr int kSchedExited = 3 * kProtoBlocks;     // after running, barrier even, barrier odd at each block
+constexpr int kSchedStates = kSchedExited + 1;
 constexpr int kFormats = 4;
 
 // clang-format off
@@ -132,7 +133,7 @@ sdk::Status append_tokens(const Record& r, std::int64_t base, std::vector<std::i
     case RecordKind::kSched: {
       QGPU_RETURN_IF_ERROR(warp_ok());
       QGPU_RETURN_IF_ERROR(lanes_ok());
-      std::int64_t state = 96;
+      std::int64_t state = kSchedExited;
       if (r.status != LaneStatus::kExited) {
         QGPU_RETURN_IF_ERROR(block_ok());
         const int group = r.status == LaneStatus::kRunning ? 0 : r.status == LaneStatus::kBarrierEven ? 1 : 2;
@@ -246,7 +247,7 @@ sdk::Expected<Record> token_record(std::int64_t offset) {
     case RecordKind::kSched: {
       r.lanes = static_cast<std::uint32_t>(x % kMasks + 1), x /= kMasks;
       r.warp = static_cast<std::uint32_t>(x % kProtoWarps), x /= kProtoWarps;
-      if (x == 96) {
+      if (x == kSchedExited) {
         r.status = LaneStatus::kExited;
       } else {
         const std::int64_t group = x / kProtoBlocks;
