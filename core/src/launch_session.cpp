@@ -10,7 +10,7 @@
 #include "qgpu/weights/choice.h"
 #include "qgpu/weights/numerics.h"
 #include "qgpu/weights/reference.h"
-#include "qgpu/weights/row_sums.h"
+#include "qgpu/weights/row_choice.h"
 
 namespace qgpu::core {
 namespace {
@@ -94,7 +94,7 @@ struct CircuitEngine::Parts {
   // row, but building it costs about 100 such loops, so the first kScoredPlainly choices on an
   // engine take the plain loop (the same sums, bit for bit) and a longer run builds it.
   static constexpr std::int64_t kScoredPlainly = 100;
-  std::unique_ptr<weights::RowSums> scorer;
+  std::unique_ptr<weights::RowChoice> scorer;
   std::int64_t scored = 0;
   std::map<std::int64_t, std::vector<float>> embeddings;  // record rows' embeddings, as fed
 };
@@ -165,12 +165,6 @@ struct LaunchSession::State {
   std::span<const float> current_logits() {
     if (model != nullptr || !logits.empty()) return logits;
     const weights::SparseMatrix& u = circuit->unembedding();
-    if (!engine->scorer && ++engine->scored > CircuitEngine::Parts::kScoredPlainly)
-      engine->scorer = std::make_unique<weights::RowSums>(u);
-    if (engine->scorer) {
-      engine->scorer->compute_scaled(residual.data(), weights::kResidualUnit, logits);
-      return logits;
-    }
     sums.assign(static_cast<std::size_t>(u.rows), 0.0);
     for (std::int64_t r = 0; r < u.rows; ++r) {
       double acc = 0;
@@ -181,6 +175,15 @@ struct LaunchSession::State {
     logits.resize(sums.size());
     for (std::size_t r = 0; r < sums.size(); ++r) logits[r] = static_cast<float>(sums[r] / weights::kResidualUnit);
     return logits;
+  }
+  // Engine circuit, after the first kScoredPlainly tokens: the record rows' choice without
+  // summing every row (weights::RowChoice: the same winner and margin). Null before, and for
+  // engine model (whose logits come from the model).
+  weights::RowChoice* row_choice() {
+    if (model != nullptr) return nullptr;
+    if (!engine->scorer && ++engine->scored > CircuitEngine::Parts::kScoredPlainly)
+      engine->scorer = std::make_unique<weights::RowChoice>(circuit->unembedding());
+    return engine->scorer.get();
   }
   // "last records: A | B | C": up to three generated records before the failure.
   std::string last_records() const {
@@ -290,18 +293,21 @@ sdk::Status LaunchSession::generate() {
     return !s.options.check || (step < s.expected.rows.size() && s.expected.rows[step] == row);
   };
   // The model's choice from `logits` for generated token `step` (its margin into min_margin).
-  auto choose = [&](std::span<const float> logits, std::size_t step) -> sdk::Expected<weights::Choice> {
-    if (static_cast<std::int64_t>(logits.size()) != s.text_rows + s.circuit->records())
-      return sdk::internal_error(at(step) + ": " + std::to_string(logits.size()) + " logits for " +
-                                 std::to_string(s.text_rows) + " text rows and " +
-                                 std::to_string(s.circuit->records()) + " record rows");
-    auto chosen = weights::choose(logits, s.text_rows);
+  // The choice made (its margin into min_margin), or the failure named.
+  auto chose = [&](sdk::Expected<weights::Choice> chosen, std::size_t step) -> sdk::Expected<weights::Choice> {
     if (!chosen) {
       if (s.options.check) return check_failure(step, "no token (" + chosen.status().message() + ")", "");
       return chosen.status().with_context(at(step) + " (" + s.last_records() + ")");
     }
     s.min_margin = step == 0 ? chosen->margin : std::min(s.min_margin, chosen->margin);
     return *chosen;
+  };
+  auto choose = [&](std::span<const float> logits, std::size_t step) -> sdk::Expected<weights::Choice> {
+    if (static_cast<std::int64_t>(logits.size()) != s.text_rows + s.circuit->records())
+      return sdk::internal_error(at(step) + ": " + std::to_string(logits.size()) + " logits for " +
+                                 std::to_string(s.text_rows) + " text rows and " +
+                                 std::to_string(s.circuit->records()) + " record rows");
+    return chose(weights::choose(logits, s.text_rows), step);
   };
   // `row` as generated token `step` (after its check): the codec takes it. Whether it was HALT.
   auto take = [&](std::int64_t row, std::size_t step) -> sdk::Expected<bool> {
@@ -333,10 +339,18 @@ sdk::Status LaunchSession::generate() {
       return sdk::limit_exceeded("the launch did not reach HALT within --max-tokens " +
                                  std::to_string(s.options.max_tokens) + " generated tokens (" + s.last_records() + ")");
     auto clock = Clock::now();
-    const std::span<const float> logits = s.current_logits();
-    s.profile.logits_s += seconds_since(clock);
-    clock = Clock::now();
-    QGPU_ASSIGN_OR_RETURN(const weights::Choice chosen, choose(logits, step));
+    weights::Choice chosen;
+    if (weights::RowChoice* rows = s.row_choice()) {
+      auto best = rows->choose(s.residual.data(), weights::kResidualUnit);
+      s.profile.logits_s += seconds_since(clock);
+      clock = Clock::now();
+      QGPU_ASSIGN_OR_RETURN(chosen, chose(std::move(best), step));
+    } else {
+      const std::span<const float> logits = s.current_logits();
+      s.profile.logits_s += seconds_since(clock);
+      clock = Clock::now();
+      QGPU_ASSIGN_OR_RETURN(chosen, choose(logits, step));
+    }
     const std::int64_t row = chosen.offset;
     if (!expected_at(step, row)) {
       s.generated.push_back(row);

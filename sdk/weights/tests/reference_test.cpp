@@ -17,6 +17,7 @@
 #include "../src/reference/sliced.h"
 #include "qgpu/weights/numerics.h"
 #include "qgpu/weights/reference.h"
+#include "qgpu/weights/row_choice.h"
 #include "qgpu/weights/row_sums.h"
 
 namespace qgpu::weights {
@@ -266,6 +267,79 @@ TEST(RowSums, EqualTheLoopOverEachRow) {
       ASSERT_EQ(logits.size(), got.size());
       for (std::size_t r = 0; r < got.size(); ++r)
         EXPECT_TRUE(same_float(static_cast<float>(got[r] / kResidualUnit), logits[r])) << "logit of row " << r;
+    }
+  }
+}
+
+// Row r of a record-like unembedding scores 16 · (±1 per bit of r) on 13 field columns, plus one
+// column where the rows of the upper half (another "kind") score 8: the rows that best match x's
+// signs win, with margins from the noise on x.
+SparseMatrix field_matrix() {
+  SparseMatrix m;
+  m.rows = 5000;
+  m.cols = 14;
+  m.row_ptr.push_back(0);
+  for (std::int64_t r = 0; r < m.rows; ++r) {
+    for (int j = 0; j < 13; ++j) {
+      m.col.push_back(j);
+      m.val.push_back((r >> j) & 1 ? 16.0 : -16.0);
+    }
+    if (r >= 2500) m.col.push_back(13), m.val.push_back(8.0);
+    m.row_ptr.push_back(static_cast<std::int64_t>(m.col.size()));
+  }
+  return m;
+}
+
+// The choice as weights::choose makes it over every row's logit (the plain loop).
+sdk::Expected<Choice> choose_over_every_row(const SparseMatrix& m, const std::vector<float>& x) {
+  std::vector<float> logits(static_cast<std::size_t>(m.rows));
+  for (std::int64_t r = 0; r < m.rows; ++r) {
+    double sum = 0;
+    for (std::int64_t p = m.row_ptr[r]; p < m.row_ptr[r + 1]; ++p)
+      sum += m.val[static_cast<std::size_t>(p)] * static_cast<double>(x[static_cast<std::size_t>(m.col[p])]);
+    logits[static_cast<std::size_t>(r)] = static_cast<float>(sum / kResidualUnit);
+  }
+  return choose(logits);
+}
+
+void expect_same_choice(const sdk::Expected<Choice>& want, const sdk::Expected<Choice>& got, int trial) {
+  ASSERT_EQ(want.has_value(), got.has_value()) << "trial " << trial << ": "
+                                               << (want ? got.status().message() : want.status().message());
+  if (!want) {
+    EXPECT_EQ(want.status().message(), got.status().message()) << "trial " << trial;
+    return;
+  }
+  EXPECT_EQ(want->offset, got->offset) << "trial " << trial;
+  EXPECT_EQ(std::bit_cast<std::uint64_t>(want->logit), std::bit_cast<std::uint64_t>(got->logit)) << "trial " << trial;
+  EXPECT_EQ(std::bit_cast<std::uint64_t>(want->margin), std::bit_cast<std::uint64_t>(got->margin)) << "trial " << trial;
+}
+
+TEST(RowChoice, SameWinnerAndMarginAsEveryRowsLogit) {
+  std::mt19937 rng(11);
+  // Record-like rows: most runs are never summed, the choice is the full one bit for bit.
+  const SparseMatrix fields = field_matrix();
+  RowChoice fast(fields);
+  EXPECT_EQ(fast.rows(), fields.rows);
+  EXPECT_GT(fast.runs(), 1);
+  std::uniform_real_distribution<float> noise(-0.9f, 0.9f);
+  const int trials = 200;
+  for (int trial = 0; trial < trials; ++trial) {
+    const std::int64_t target = std::uniform_int_distribution<std::int64_t>(0, fields.rows - 1)(rng);
+    std::vector<float> x(static_cast<std::size_t>(fields.cols));
+    for (int j = 0; j < 13; ++j) x[static_cast<std::size_t>(j)] = ((target >> j) & 1 ? 1.0f : -1.0f) + noise(rng);
+    x[13] = noise(rng);
+    if (trial % 50 == 7) x[3] = 0, x[5] = 0;  // ties: no single best row, an error on both paths
+    if (trial % 50 == 9) x[2] = NAN;          // a NaN logit: an error on both paths
+    expect_same_choice(choose_over_every_row(fields, x), fast.choose(x.data(), kResidualUnit), trial);
+  }
+  EXPECT_LT(fast.summed(), fields.rows * trials / 2) << "the bounds should leave most runs unsummed";
+  // Rows of no particular structure (one run): the same.
+  for (bool wide : {false, true}) {
+    const SparseMatrix m = shared_prefix_matrix(rng, wide);
+    RowChoice any(m);
+    for (int trial = 0; trial < 20; ++trial) {
+      const std::vector<float> x = random_input(rng, m.cols, trial >= 15);
+      expect_same_choice(choose_over_every_row(m, x), any.choose(x.data(), kResidualUnit), trial);
     }
   }
 }

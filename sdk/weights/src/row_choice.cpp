@@ -1,0 +1,104 @@
+#include "qgpu/weights/row_choice.h"
+
+#include <algorithm>
+#include <iterator>
+#include <cmath>
+#include <string>
+
+namespace qgpu::weights {
+namespace {
+constexpr std::int64_t kRunRows = 512;  // measured: 128 and 2048 rows per run score slower
+}  // namespace
+
+RowChoice::RowChoice(const SparseMatrix& m) : rows_(m.rows) {
+  auto columns = [&](std::int64_t r) {
+    std::vector<std::int32_t> c(m.col.begin() + m.row_ptr[r], m.col.begin() + m.row_ptr[r + 1]);
+    std::sort(c.begin(), c.end());
+    return c;
+  };
+  std::int64_t r = 0;
+  while (r < m.rows) {
+    Run run;
+    run.first = r;
+    run.col = columns(r);
+    std::int64_t end = r + 1;
+    for (; end < m.rows && end - r < kRunRows; ++end) {
+      std::vector<std::int32_t> more = columns(end), both;
+      std::set_union(run.col.begin(), run.col.end(), more.begin(), more.end(), std::back_inserter(both));
+      run.col = std::move(both);
+    }
+    run.count = end - r;
+    run.high.assign(run.col.size(), 0.0);  // 0: a row without the column
+    run.low.assign(run.col.size(), 0.0);
+    SparseMatrix part;
+    part.rows = run.count;
+    part.cols = m.cols;
+    part.row_ptr.push_back(0);
+    for (std::int64_t q = r; q < end; ++q) {
+      for (std::int64_t p = m.row_ptr[q]; p < m.row_ptr[q + 1]; ++p) {
+        const auto at = static_cast<std::size_t>(p);
+        const auto i = static_cast<std::size_t>(
+            std::lower_bound(run.col.begin(), run.col.end(), m.col[at]) - run.col.begin());
+        run.high[i] = std::max(run.high[i], m.val[at]);
+        run.low[i] = std::min(run.low[i], m.val[at]);
+        part.col.push_back(m.col[at]);
+        part.val.push_back(m.val[at]);
+      }
+      part.row_ptr.push_back(static_cast<std::int64_t>(part.col.size()));
+    }
+    run.sums = std::make_unique<RowSums>(part);
+    runs_.push_back(std::move(run));
+    r = end;
+  }
+}
+
+RowChoice::~RowChoice() = default;
+
+sdk::Expected<Choice> RowChoice::choose(const float* x, double divisor) {
+  if (rows_ == 0) return sdk::invalid_argument("choose: no rows");
+  order_.clear();
+  for (std::size_t k = 0; k < runs_.size(); ++k) {
+    const Run& run = runs_[k];
+    double bound = 0;
+    for (std::size_t i = 0; i < run.col.size(); ++i) {
+      const double v = static_cast<double>(x[run.col[i]]);
+      bound += std::max(run.high[i] * v, run.low[i] * v);
+    }
+    order_.emplace_back(std::isnan(bound) ? INFINITY : bound / divisor, k);  // NaN: summed, and reported
+  }
+  // Stable: runs of equal bounds (NaN ones among them) in row order, so a NaN reported is the first.
+  std::stable_sort(order_.begin(), order_.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  Choice c;
+  double best = -INFINITY, second = -INFINITY;
+  for (const auto& [bound, k] : order_) {
+    // Every row of this run and the later ones sums to at most `bound` (to rounding far below the
+    // slack): below the runner-up, none of them can win or come second.
+    if (bound + 1e-6 * std::max(1.0, std::fabs(second)) < second) break;
+    Run& run = runs_[k];
+    run.sums->compute_scaled(x, divisor, logits_);
+    summed_ += run.count;
+    for (std::int64_t i = 0; i < run.count; ++i) {
+      const double v = logits_[static_cast<std::size_t>(i)];
+      const std::int64_t row = run.first + i;
+      if (std::isnan(v)) return sdk::internal_error("choose: logit of machine row " + std::to_string(row) + " is NaN");
+      if (v > best) {
+        second = best;
+        best = v;
+        c.offset = row;
+      } else if (v == best) {
+        second = v;
+        c.offset = std::min(c.offset, row);
+      } else if (v > second) {
+        second = v;
+      }
+    }
+  }
+  c.logit = best;
+  c.margin = best - second;
+  if (!(c.margin > 0))
+    return sdk::internal_error("choose: no single best row (machine row " + std::to_string(c.offset) +
+                               " and another tie at " + std::to_string(c.logit) + ")");
+  return c;
+}
+
+}  // namespace qgpu::weights
