@@ -221,20 +221,12 @@ sdk::Expected<MergedModel::Draft> MergedModel::draft(std::int64_t id) {
     u.row_ptr = sparse_head_.row_ptr;
     u.col = sparse_head_.col;
     u.val.assign(sparse_head_.val.begin(), sparse_head_.val.end());
-    circuit_head_ = std::make_unique<weights::RowSums>(u);
+    circuit_head_ = std::make_unique<weights::RowChoice>(u);
   }
-  circuit_head_->compute(row.data(), circuit_sums_);
+  const weights::Choice best = circuit_head_->best_sum(row.data());
   Draft d;
-  double best = -std::numeric_limits<double>::infinity(), second = best;
-  for (std::size_t k = 0; k < circuit_sums_.size(); ++k) {
-    const double v = circuit_sums_[k];
-    if (v > best) {
-      second = best, best = v, d.choice = static_cast<std::int64_t>(k);
-    } else if (v > second) {
-      second = v;
-    }
-  }
-  d.margin = best - second;
+  d.choice = best.offset;
+  d.margin = best.margin;
   drafts_.rows.insert(drafts_.rows.end(), row.begin(), row.end());
   ++drafts_.count;
   return d;

@@ -154,7 +154,12 @@ int run_batch(const core::Host& host, const BatchOptions& options) {
     return report(sdk::invalid_argument("--check compares a model engine with the interpreter: it needs --engine "
                                         "circuit or model"));
 
+  if ((options.memcheck || options.racecheck) && options.engine != "interp")
+    return report(sdk::invalid_argument(std::string(options.memcheck ? "--memcheck" : "--racecheck") +
+                                        " runs on the interpreter only: use --engine interp"));
   core::LauncherOptions launcher_options;
+  launcher_options.interpret.memcheck = options.memcheck;
+  launcher_options.interpret.racecheck = options.racecheck;
   auto engine = core::parse_launch_engine(options.engine);
   if (!engine) return report(engine.error());
   launcher_options.engine = *engine;

@@ -62,6 +62,8 @@ struct BatchOptions {
   std::uint64_t max_tokens = 0;   // per launch (0: the machine's default)
   int speculate = 8;               // model: tokens drafted per verification (0: one forward per token)
   std::uint64_t max_steps = 0;    // per launch (0: the machine's default)
+  bool memcheck = false;          // interp: red zones around every array (as run --memcheck)
+  bool racecheck = false;         // interp: unordered accesses of two threads (as run --racecheck)
   bool verbose = false;           // the engines' progress lines on stderr
 };
 int run_batch(const core::Host& host, const BatchOptions& options);

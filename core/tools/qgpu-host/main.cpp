@@ -124,6 +124,10 @@ int main_impl(int argc, char** argv) {
   batch->add_flag_callback("--no-speculate", [&batch_options] { batch_options.speculate = 0; },
                            "model: one forward of the whole model per generated token");
   batch->add_option("--max-steps", batch_options.max_steps, "interp: stop a launch after this many block executions");
+  batch->add_flag("--memcheck", batch_options.memcheck, "interp: every launch with run --memcheck's red zones");
+  batch->add_flag("--racecheck", batch_options.racecheck,
+                  "interp: every launch with run --racecheck's check of unordered accesses (a race is that "
+                  "launch's error line)");
   batch->add_flag("--verbose", batch_options.verbose, "the engines' progress lines on stderr");
 
   CircuitOptions circuit_options;

@@ -54,8 +54,7 @@ RowChoice::RowChoice(const SparseMatrix& m) : rows_(m.rows) {
 
 RowChoice::~RowChoice() = default;
 
-sdk::Expected<Choice> RowChoice::choose(const float* x, double divisor) {
-  if (rows_ == 0) return sdk::invalid_argument("choose: no rows");
+void RowChoice::order_runs(const float* x, double divisor) {
   order_.clear();
   for (std::size_t k = 0; k < runs_.size(); ++k) {
     const Run& run = runs_[k];
@@ -64,16 +63,54 @@ sdk::Expected<Choice> RowChoice::choose(const float* x, double divisor) {
       const double v = static_cast<double>(x[run.col[i]]);
       bound += std::max(run.high[i] * v, run.low[i] * v);
     }
-    order_.emplace_back(std::isnan(bound) ? INFINITY : bound / divisor, k);  // NaN: summed, and reported
+    order_.emplace_back(std::isnan(bound) ? INFINITY : bound / divisor, k);  // NaN: summed
   }
   // Stable: runs of equal bounds (NaN ones among them) in row order, so a NaN reported is the first.
   std::stable_sort(order_.begin(), order_.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+}
+
+// Every row of a run and the later ones sums to at most `bound` (to rounding far below the slack):
+// below the runner-up, none of them can win or come second.
+bool RowChoice::below(double bound, double second) {
+  return bound + 1e-6 * std::max(1.0, std::fabs(second)) < second;
+}
+
+Choice RowChoice::best_sum(const float* x) {
+  order_runs(x, 1.0);
   Choice c;
   double best = -INFINITY, second = -INFINITY;
   for (const auto& [bound, k] : order_) {
-    // Every row of this run and the later ones sums to at most `bound` (to rounding far below the
-    // slack): below the runner-up, none of them can win or come second.
-    if (bound + 1e-6 * std::max(1.0, std::fabs(second)) < second) break;
+    if (below(bound, second)) break;
+    Run& run = runs_[k];
+    run.sums->compute(x, sums_);
+    summed_ += run.count;
+    for (std::int64_t i = 0; i < run.count; ++i) {
+      const double v = sums_[static_cast<std::size_t>(i)];
+      const std::int64_t row = run.first + i;
+      if (v > best) {
+        second = best;
+        best = v;
+        c.offset = row;
+      } else if (v == best) {  // a tie: the first row wins, by nothing
+        second = v;
+        c.offset = c.offset < 0 ? row : std::min(c.offset, row);
+      } else if (v > second) {
+        second = v;
+      }
+    }
+  }
+  c.logit = best;
+  c.margin = best - second;
+  return c;
+}
+
+sdk::Expected<Choice> RowChoice::choose(const float* x, double divisor) {
+  if (rows_ == 0) return sdk::invalid_argument("choose: no rows");
+  order_runs(x, divisor);
+  Choice c;
+  double best = -INFINITY, second = -INFINITY;
+  for (const auto& [bound, k] : order_) {
+    if (below(bound, second)) break;
     Run& run = runs_[k];
     run.sums->compute_scaled(x, divisor, logits_);
     summed_ += run.count;
@@ -87,7 +124,7 @@ sdk::Expected<Choice> RowChoice::choose(const float* x, double divisor) {
         c.offset = row;
       } else if (v == best) {
         second = v;
-        c.offset = std::min(c.offset, row);
+        c.offset = c.offset < 0 ? row : std::min(c.offset, row);
       } else if (v > second) {
         second = v;
       }

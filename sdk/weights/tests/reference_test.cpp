@@ -333,6 +333,27 @@ TEST(RowChoice, SameWinnerAndMarginAsEveryRowsLogit) {
     expect_same_choice(choose_over_every_row(fields, x), fast.choose(x.data(), kResidualUnit), trial);
   }
   EXPECT_LT(fast.summed(), fields.rows * trials / 2) << "the bounds should leave most runs unsummed";
+  // Over the sums themselves (the merged model's draft): the first largest sum and its lead.
+  for (int trial = 0; trial < 100; ++trial) {
+    std::vector<float> x(static_cast<std::size_t>(fields.cols));
+    for (float& v : x) v = noise(rng) * 4;
+    if (trial % 25 == 3) x[0] = 0, x[1] = 0;  // ties between rows 4k .. 4k + 3
+    double best = -INFINITY, second = -INFINITY;
+    std::int64_t at = -1;
+    for (std::int64_t r = 0; r < fields.rows; ++r) {
+      double v = 0;
+      for (std::int64_t p = fields.row_ptr[r]; p < fields.row_ptr[r + 1]; ++p)
+        v += fields.val[static_cast<std::size_t>(p)] * static_cast<double>(x[static_cast<std::size_t>(fields.col[p])]);
+      if (v > best)
+        second = best, best = v, at = r;
+      else if (v > second)
+        second = v;
+    }
+    const Choice got = fast.best_sum(x.data());
+    EXPECT_EQ(got.offset, at) << "trial " << trial;
+    EXPECT_EQ(std::bit_cast<std::uint64_t>(got.logit), std::bit_cast<std::uint64_t>(best)) << "trial " << trial;
+    EXPECT_EQ(std::bit_cast<std::uint64_t>(got.margin), std::bit_cast<std::uint64_t>(best - second)) << "trial " << trial;
+  }
   // Rows of no particular structure (one run): the same.
   for (bool wide : {false, true}) {
     const SparseMatrix m = shared_prefix_matrix(rng, wide);

@@ -39,7 +39,7 @@
 #include "qgpu/weights/compile.h"
 #include "qgpu/weights/model.h"
 #include "qgpu/weights/reference.h"
-#include "qgpu/weights/row_sums.h"
+#include "qgpu/weights/row_choice.h"
 #include "qgpu/weights/state.h"
 
 namespace qgpu::core {
@@ -266,8 +266,7 @@ class MergedModel {
     bool verified = false;  // verify_drafts() ran them: redo_drafts() may, the next draft() starts anew
   } drafts_;
   sdk::Handle<sdk::Sequence> base_snapshot_;
-  std::unique_ptr<weights::RowSums> circuit_head_;
-  std::vector<double> circuit_sums_;
+  std::unique_ptr<weights::RowChoice> circuit_head_;
   sdk::Handle<sdk::Tensor> record_table_, record_head_;
 };
 

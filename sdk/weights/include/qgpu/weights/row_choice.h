@@ -26,6 +26,9 @@ class RowChoice {
   // The winner and its margin among the logits float(sum / divisor) of every row, as choose()
   // gives them (ties and NaN are errors); x holds the columns.
   sdk::Expected<Choice> choose(const float* x, double divisor);
+  // The same over the rows' sums themselves (double, no division): the first row with the
+  // largest sum and its lead over the largest of the others (0 where tied); a NaN sum never wins.
+  Choice best_sum(const float* x);
   std::int64_t rows() const { return rows_; }
   std::int64_t runs() const { return static_cast<std::int64_t>(runs_.size()); }
   std::int64_t summed() const { return summed_; }  // rows summed over every call so far
@@ -41,6 +44,9 @@ class RowChoice {
   std::int64_t rows_ = 0, summed_ = 0;
   std::vector<std::pair<double, std::size_t>> order_;  // scratch: bound, run
   std::vector<float> logits_;                          // scratch: one run's logits
+  std::vector<double> sums_;                           // scratch: one run's sums
+  void order_runs(const float* x, double divisor);     // order_ by bound, largest first
+  static bool below(double bound, double second);
 };
 
 }  // namespace qgpu::weights
