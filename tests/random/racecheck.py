@@ -3,8 +3,9 @@
 
 The generator (kernelgen.py) writes race-free programs, so every report is a false alarm of the
 checker (or a race the generator let through). For each WORKDIR given (differential.py --workdir),
-every launch of its batch_interp.jsonl runs as `qgpu-host run ... --racecheck`; prints how many were
-clean, reported a race, or ended otherwise (the machine's refusals), and the first reports.
+its batch_interp.jsonl runs as `qgpu-host batch ... --racecheck` (one process); prints how many
+launches were clean, reported a race, or ended otherwise (the machine's refusals), and the first
+reports.
 
   racecheck.py --host build/bin/qgpu-host --config configs/simt_qwen2b.yaml WORKDIR [WORKDIR ...]
 
@@ -27,21 +28,21 @@ def main():
     counts = collections.Counter()
     reports = []
     for workdir in args.workdirs:
-        with open(os.path.join(workdir, "batch_interp.jsonl")) as f:
-            for line in f:
-                launch = json.loads(line)
-                cmd = [args.host, "--config", args.config, "run", launch["file"], "--kernel", launch["kernel"],
-                       "--grid", launch["grid"], "--block", launch["block"], "--racecheck"]
-                for a in launch["args"]:
-                    cmd += ["--arg", a]
-                p = subprocess.run(cmd, capture_output=True, text=True)
-                if p.returncode == 0:
-                    counts["clean"] += 1
-                elif "race (racecheck)" in p.stderr:
-                    counts["race"] += 1
-                    reports.append(f"{launch['file']}: {p.stderr.strip()}")
-                else:
-                    counts["ended otherwise"] += 1
+        batch = os.path.join(workdir, "batch_interp.jsonl")
+        p = subprocess.run([args.host, "--config", args.config, "batch", batch, "--racecheck"],
+                           capture_output=True, text=True)
+        if p.returncode not in (0, 1):  # 1: some launch failed, reported on its line
+            sys.exit(f"racecheck: {batch}: qgpu-host batch exited {p.returncode}: {p.stderr.strip()}")
+        lines = open(batch).read().splitlines()  # a result's "line" is its launch's line number
+        for out in p.stdout.splitlines():
+            result = json.loads(out)
+            if "error" not in result:
+                counts["clean"] += 1
+            elif "race (racecheck)" in result["error"]["message"]:
+                counts["race"] += 1
+                reports.append(f"{json.loads(lines[result['line'] - 1])['file']}: {result['error']['message']}")
+            else:
+                counts["ended otherwise"] += 1
     print("racecheck: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())))
     for r in reports[:10]:
         print(r)
