@@ -90,11 +90,12 @@ struct CircuitEngine::Parts {
   std::shared_ptr<const sdk::MachineCircuit> circuit;
   sdk::DType dtype;
   weights::ReferenceModel layers;
-  // The unembedding's rows by shared prefixes: about 5x fewer terms than the plain loop over each
-  // row, but building it costs about 100 such loops, so the first kScoredPlainly choices on an
-  // engine take the plain loop (the same sums, bit for bit) and a longer run builds it.
+  // The record rows' choice by bounded runs of shared-prefix sums (weights::RowChoice: the same
+  // winner and margin, a fraction of the rows summed), but building it costs about 100 plain loops
+  // over every row, so the first kScoredPlainly choices on an engine take the plain loop and a
+  // longer run builds it.
   static constexpr std::int64_t kScoredPlainly = 100;
-  std::unique_ptr<weights::RowChoice> scorer;
+  std::unique_ptr<weights::RowChoice> chooser;
   std::int64_t scored = 0;
   std::map<std::int64_t, std::vector<float>> embeddings;  // record rows' embeddings, as fed
 };
@@ -181,9 +182,9 @@ struct LaunchSession::State {
   // engine model (whose logits come from the model).
   weights::RowChoice* row_choice() {
     if (model != nullptr) return nullptr;
-    if (!engine->scorer && ++engine->scored > CircuitEngine::Parts::kScoredPlainly)
-      engine->scorer = std::make_unique<weights::RowChoice>(circuit->unembedding());
-    return engine->scorer.get();
+    if (!engine->chooser && ++engine->scored > CircuitEngine::Parts::kScoredPlainly)
+      engine->chooser = std::make_unique<weights::RowChoice>(circuit->unembedding());
+    return engine->chooser.get();
   }
   // "last records: A | B | C": up to three generated records before the failure.
   std::string last_records() const {

@@ -8,6 +8,30 @@
 namespace qgpu::weights {
 namespace {
 constexpr std::int64_t kRunRows = 512;  // measured: 128 and 2048 rows per run score slower
+
+// The best row so far and the runner-up's value; rows arrive out of order, so among equal values the
+// lowest row leads (by nothing: a tie).
+struct Leader {
+  Choice c;
+  double second = -INFINITY;
+  Leader() { c.logit = -INFINITY; }
+  void take(double v, std::int64_t row) {
+    if (v > c.logit) {
+      second = c.logit;
+      c.logit = v;
+      c.offset = row;
+    } else if (v == c.logit) {
+      second = v;
+      c.offset = c.offset < 0 ? row : std::min(c.offset, row);
+    } else if (v > second) {
+      second = v;
+    }
+  }
+  Choice done() {
+    c.margin = c.logit - second;
+    return c;
+  }
+};
 }  // namespace
 
 RowChoice::RowChoice(const SparseMatrix& m) : rows_(m.rows) {
@@ -77,40 +101,23 @@ bool RowChoice::below(double bound, double second) {
 
 Choice RowChoice::best_sum(const float* x) {
   order_runs(x, 1.0);
-  Choice c;
-  double best = -INFINITY, second = -INFINITY;
+  Leader lead;
   for (const auto& [bound, k] : order_) {
-    if (below(bound, second)) break;
+    if (below(bound, lead.second)) break;
     Run& run = runs_[k];
     run.sums->compute(x, sums_);
     summed_ += run.count;
-    for (std::int64_t i = 0; i < run.count; ++i) {
-      const double v = sums_[static_cast<std::size_t>(i)];
-      const std::int64_t row = run.first + i;
-      if (v > best) {
-        second = best;
-        best = v;
-        c.offset = row;
-      } else if (v == best) {  // a tie: the first row wins, by nothing
-        second = v;
-        c.offset = c.offset < 0 ? row : std::min(c.offset, row);
-      } else if (v > second) {
-        second = v;
-      }
-    }
+    for (std::int64_t i = 0; i < run.count; ++i) lead.take(sums_[static_cast<std::size_t>(i)], run.first + i);
   }
-  c.logit = best;
-  c.margin = best - second;
-  return c;
+  return lead.done();
 }
 
 sdk::Expected<Choice> RowChoice::choose(const float* x, double divisor) {
   if (rows_ == 0) return sdk::invalid_argument("choose: no rows");
   order_runs(x, divisor);
-  Choice c;
-  double best = -INFINITY, second = -INFINITY;
+  Leader lead;
   for (const auto& [bound, k] : order_) {
-    if (below(bound, second)) break;
+    if (below(bound, lead.second)) break;
     Run& run = runs_[k];
     run.sums->compute_scaled(x, divisor, logits_);
     summed_ += run.count;
@@ -118,20 +125,10 @@ sdk::Expected<Choice> RowChoice::choose(const float* x, double divisor) {
       const double v = logits_[static_cast<std::size_t>(i)];
       const std::int64_t row = run.first + i;
       if (std::isnan(v)) return sdk::internal_error("choose: logit of machine row " + std::to_string(row) + " is NaN");
-      if (v > best) {
-        second = best;
-        best = v;
-        c.offset = row;
-      } else if (v == best) {
-        second = v;
-        c.offset = c.offset < 0 ? row : std::min(c.offset, row);
-      } else if (v > second) {
-        second = v;
-      }
+      lead.take(v, row);
     }
   }
-  c.logit = best;
-  c.margin = best - second;
+  const Choice c = lead.done();
   if (!(c.margin > 0))
     return sdk::internal_error("choose: no single best row (machine row " + std::to_string(c.offset) +
                                " and another tie at " + std::to_string(c.logit) + ")");

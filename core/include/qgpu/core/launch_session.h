@@ -90,7 +90,7 @@ sdk::Status merge_circuit(ModelHost& model, std::shared_ptr<const sdk::MachineCi
                           const std::function<void(std::string_view)>& on_progress);
 
 // Engine circuit's prepared layer math: the compiled layers on the reference layer math
-// (weights::ReferenceModel, their matrices sliced for it), the record rows' scorer and the
+// (weights::ReferenceModel, their matrices sliced for it), the record rows' chooser and the
 // embeddings fed so far. Preparing takes a fraction of a second; the launches on one circuit and
 // dtype share one, each on a new sequence. One launch uses it at a time.
 class CircuitEngine {

@@ -259,7 +259,7 @@ class MergedModel {
   std::vector<std::vector<float>> states_;       // circuit_state()'s buffers
   // Speculation: the drafted positions' circuit residuals (merged channel order) and their
   // count; the base's sequence before verify_drafts(); the record rows' unembedding as the
-  // circuit built it, scored by shared prefixes (the guard's circuit choice, same sums).
+  // circuit built it, chosen by weights::RowChoice::best_sum (the guard's circuit choice, the same sums).
   struct Drafts {
     std::vector<float> rows;
     std::int64_t count = 0;
