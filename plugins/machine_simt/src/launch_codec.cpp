@@ -96,22 +96,22 @@ class SimtLaunchCodec final : public sdk::LaunchCodec {
 
   sdk::Expected<std::vector<sdk::LaunchArg>> read_arrays(const weights::StateView& state) const override {
     const circuit::MemoryRams& mem = circuit_.machine().memory;
-    // Global memory (space 0): word w in bank w & 3, row w >> 2 (both layouts; kCompact
-    // puts shared memory at rows 64.., kProtocol in its own 4 RAMs).
-    std::vector<std::vector<std::uint64_t>> banks(4);
+    // Global memory: word w at the bank RAM and row of the circuit's memory layout.
+    std::vector<std::vector<std::uint64_t>> banks(mem.rams.size());
     std::vector<std::int32_t> global(static_cast<std::size_t>(layout_.total_words), 0);
     for (int w = 0; w < layout_.total_words; ++w) {
-      const int bank = w & 3;
-      if (banks[static_cast<std::size_t>(bank)].empty()) {
-        if (static_cast<std::size_t>(bank) >= mem.rams.size())
-          return sdk::internal_error("reading global memory: the machine has " + std::to_string(mem.rams.size()) +
-                                     " memory RAMs, bank " + std::to_string(bank) + " is missing");
-        auto rows = weights::read_ram(circuit_.compiled(), mem.rams[static_cast<std::size_t>(bank)], state);
+      const circuit::BankRow at = circuit::bank_row(mem.layout, false, w);
+      const std::size_t bank = static_cast<std::size_t>(at.ram);
+      if (bank >= mem.rams.size())
+        return sdk::internal_error("reading global memory: the machine has " + std::to_string(mem.rams.size()) +
+                                   " memory RAMs, bank " + std::to_string(bank) + " is missing");
+      if (banks[bank].empty()) {
+        auto rows = weights::read_ram(circuit_.compiled(), mem.rams[bank], state);
         if (!rows) return rows.status().with_context("reading global memory bank " + std::to_string(bank));
-        banks[static_cast<std::size_t>(bank)] = std::move(*rows);
+        banks[bank] = std::move(*rows);
       }
-      const auto& rows = banks[static_cast<std::size_t>(bank)];
-      const std::size_t row = static_cast<std::size_t>(w >> 2);
+      const auto& rows = banks[bank];
+      const std::size_t row = static_cast<std::size_t>(at.row);
       if (row >= rows.size())
         return sdk::internal_error("reading global memory: word " + std::to_string(w) + " is past bank " +
                                    std::to_string(bank) + "'s " + std::to_string(rows.size()) + " rows");
@@ -131,7 +131,7 @@ class SimtLaunchCodec final : public sdk::LaunchCodec {
   }
 
   sdk::Expected<std::vector<std::vector<sdk::WordLocation>>> readout() const override {
-    // Word w in bank w & 3 (a RAM), row w >> 2, as read_arrays reads it.
+    // Word w at the bank RAM and row of the memory layout, as read_arrays reads it.
     const circuit::MemoryRams& mem = circuit_.machine().memory;
     std::vector<std::vector<sdk::WordLocation>> out;
     for (std::size_t i = 0; i < args_.size(); ++i) {
@@ -139,12 +139,13 @@ class SimtLaunchCodec final : public sdk::LaunchCodec {
       std::vector<sdk::WordLocation> words;
       for (std::size_t j = 0; j < args_[i].array.size(); ++j) {
         const int w = layout_.base_word[i] + static_cast<int>(j);
+        const circuit::BankRow at = circuit::bank_row(mem.layout, false, w);
         const weights::RamPlacement& p =
-            circuit_.compiled().rams.at(static_cast<std::size_t>(mem.rams.at(static_cast<std::size_t>(w & 3))));
+            circuit_.compiled().rams.at(static_cast<std::size_t>(mem.rams.at(static_cast<std::size_t>(at.ram))));
         if (p.replicas.empty())
-          return sdk::internal_error("global memory bank " + std::to_string(w & 3) + " is in no layer");
+          return sdk::internal_error("global memory bank " + std::to_string(at.ram) + " is in no layer");
         const weights::RamReplica& rep = p.replicas.front();
-        words.push_back({rep.layer, rep.first_value_head, rep.value_heads, p.bits_per_head, w >> 2});
+        words.push_back({rep.layer, rep.first_value_head, rep.value_heads, p.bits_per_head, at.row});
       }
       out.push_back(std::move(words));
     }

@@ -41,7 +41,8 @@ weights::Target target_for(const sdk::CircuitRequest& request) {
 
 }  // namespace
 
-sdk::Expected<std::shared_ptr<const SimtCircuit>> SimtCircuit::build(const sdk::CircuitRequest& request) {
+sdk::Expected<std::shared_ptr<const SimtCircuit>> SimtCircuit::build(const sdk::CircuitRequest& request,
+                                                                     circuit::MemoryLayout memory) {
   if (request.engine != sdk::Engine::kCircuit && request.engine != sdk::Engine::kModel)
     return sdk::invalid_argument(std::string("engine '") + sdk::engine_name(request.engine) +
                                  "' has no circuit (the circuit of: circuit, model)");
@@ -50,7 +51,7 @@ sdk::Expected<std::shared_ptr<const SimtCircuit>> SimtCircuit::build(const sdk::
   std::shared_ptr<SimtCircuit> x(new SimtCircuit());
   x->request_ = request;
   auto t0 = std::chrono::steady_clock::now();
-  auto m = circuit::build_machine(x->circuit_, merged ? circuit::kMergedChoiceGain : 1);
+  auto m = circuit::build_machine(x->circuit_, merged ? circuit::kMergedChoiceGain : 1, memory);
   if (!m) return m.status().with_context("building the machine's circuit");
   x->machine_ = std::move(*m);
   // The choice reads the NextToken fields after the last layer: they keep their channels.
@@ -108,7 +109,6 @@ std::vector<std::pair<std::string, std::int64_t>> SimtCircuit::stats() const {
 }
 
 sdk::Status circuit_supports(const MachineConfig& config) {
-  const int words = circuit::memory_words(circuit::MemoryLayout::kProtocol);
   struct Range {
     const char* option;
     int value, most;
@@ -119,8 +119,6 @@ sdk::Status circuit_supports(const MachineConfig& config) {
       {"block_instructions", config.block_instructions, circuit::kMachineSlots, true},
       {"registers", config.registers, kProtoRegisters, false},
       {"rom_blocks", config.rom_blocks, kProtoBlocks, false},
-      {"global_words", config.global_words, words, false},
-      {"shared_words", config.shared_words, words, false},
       {"max_block_threads", config.max_block_threads, kProtoWarps * kProtoLanes, false},
       {"max_threads", config.max_threads, kProtoCtas * kProtoWarps * kProtoLanes, false},
   };
@@ -129,6 +127,8 @@ sdk::Status circuit_supports(const MachineConfig& config) {
     return sdk::unsupported(std::string(r.option) + " " + std::to_string(r.value) + " is beyond the circuit, which takes " +
                             (r.exact ? "only " : "at most ") + std::to_string(r.most) + "; --engine interp runs it");
   }
+  auto memory = circuit::memory_layout_for(config.global_words, config.shared_words);
+  if (!memory) return sdk::unsupported(memory.status().message() + "; --engine interp runs it");
   return sdk::Status::ok();
 }
 

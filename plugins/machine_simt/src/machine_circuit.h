@@ -21,7 +21,9 @@ class SimtCircuit final : public sdk::MachineCircuit {
  public:
   // Builds and compiles the machine for `request` (the engine's target: the machine's own shapes,
   // or the base's with the mute direction's channels reserved and the choice amplified).
-  static sdk::Expected<std::shared_ptr<const SimtCircuit>> build(const sdk::CircuitRequest& request);
+  // `memory`: the memory layout the config's sizes need (memory_layout_for).
+  static sdk::Expected<std::shared_ptr<const SimtCircuit>> build(const sdk::CircuitRequest& request,
+                                                                 circuit::MemoryLayout memory = circuit::MemoryLayout::kStandard);
 
   const weights::CompiledCircuit& compiled() const override { return cc_; }
   std::int64_t records() const override;
@@ -33,6 +35,7 @@ class SimtCircuit final : public sdk::MachineCircuit {
   std::vector<std::pair<std::string, std::int64_t>> stats() const override;
 
   const sdk::CircuitRequest& request() const { return request_; }
+  circuit::MemoryLayout memory_layout() const { return machine_.memory.layout; }
   const circuit::Machine& machine() const { return machine_; }
   const weights::Circuit& circuit() const { return circuit_; }
 

@@ -24,7 +24,9 @@ constexpr std::array kOptions = {
     sdk::option_int("rom_blocks", "32", 1, 256, "program ROM size in blocks (circuit and model: at most 128)"),
     sdk::option_int("block_instructions", "4", 4, 16,
                     "straight-line instructions per block before the terminator (circuit and model: 4)"),
-    sdk::option_int("global_words", "126", 1, 1 << 20, "32-bit words of global memory (circuit and model: at most 512)"),
+    sdk::option_int("global_words", "126", 1, 1 << 20,
+                    "32-bit words of global memory (circuit and model: at most 1024; from 513 on the circuit has 47 "
+                    "layers instead of 44)"),
     sdk::option_int("shared_words", "32", 0, 1 << 16,
                     "32-bit words of shared memory per thread block (circuit and model: at most 512)"),
     sdk::option_int("max_threads", "128", 1, 1 << 16, "threads per launch (circuit and model: at most 4096)"),
@@ -138,7 +140,11 @@ class SimtMachine final : public sdk::Machine {
       const sdk::CircuitRequest& r = c->request();
       if (r.engine == request.engine && r.shapes == request.shapes && r.mute_width == request.mute_width) return c;
     }
-    auto c = SimtCircuit::build(request);
+    auto config = MachineConfig::from_options(options_);
+    if (!config) return config.error();
+    auto memory = circuit::memory_layout_for(config->global_words, config->shared_words);
+    if (!memory) return memory.status();
+    auto c = SimtCircuit::build(request, *memory);
     if (!c) return c.status();
     circuits_.push_back(*c);
     return *c;

@@ -25,7 +25,9 @@ inline constexpr int kProtoWarps = 8;         // warps per thread block
 inline constexpr int kProtoLanes = 4;
 inline constexpr int kProtoRegisters = 16;  // r0 is never written back
 inline constexpr int kProtoCtas = 128;      // thread blocks per launch
-inline constexpr int kProtoWords = 512;     // words per memory space (global, shared)
+inline constexpr int kProtoGlobalWords = 1024;  // words of global memory
+inline constexpr int kProtoSharedWords = 512;   // words of shared memory per thread block
+inline constexpr int kProtoWordBits = 10;  // a word address's bits (either space)
 inline constexpr int kProtoRunWords = 4;    // words per WMEM record
 inline constexpr int kDataBits = 16;
 // DATA tokens per record: the last one must still see the header through the

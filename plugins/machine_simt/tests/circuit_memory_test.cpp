@@ -35,6 +35,15 @@ using weights::DType;
 
 constexpr int kLanes = kProtoLanes;
 
+const char* layout_name(MemoryLayout layout) {
+  switch (layout) {
+    case MemoryLayout::kStandard: return "standard";
+    case MemoryLayout::kWide: return "wide";
+    case MemoryLayout::kCompact: return "compact";
+  }
+  return "?";
+}
+
 struct Compiled {
   weights::Circuit c{"simt.memory"};
   circuit::Records rec;  // token ids → inputs (the WMEM records' write ports)
@@ -102,8 +111,7 @@ struct Compiled {
     t.keep_unread_fields = false;
     auto r = weights::compile(c, t);
     if (!r) {  // report the need, then compile on a wider residual to test the logic
-      std::printf("memory (%s): at Qwen3.5-2B shapes: %s\n", layout == MemoryLayout::kCompact ? "compact" : "protocol",
-                  r.status().to_string().c_str());
+      std::printf("memory (%s): at Qwen3.5-2B shapes: %s\n", layout_name(layout), r.status().to_string().c_str());
       t.shapes.hidden_size = 8192;
       r = weights::compile(c, t);
     }
@@ -115,12 +123,10 @@ struct Compiled {
 };
 
 const Compiled& compiled(MemoryLayout layout) {
-  if (layout == MemoryLayout::kCompact) {
-    static const Compiled* q = new Compiled(MemoryLayout::kCompact);
-    return *q;
-  }
-  static const Compiled* p = new Compiled(MemoryLayout::kProtocol);
-  return *p;
+  static const Compiled* q = new Compiled(MemoryLayout::kCompact);
+  static const Compiled* p = new Compiled(MemoryLayout::kStandard);
+  static const Compiled* w = new Compiled(MemoryLayout::kWide);
+  return layout == MemoryLayout::kCompact ? *q : layout == MemoryLayout::kWide ? *w : *p;
 }
 
 // --- The plain model: lanes in order, eval() from the ISA table.
@@ -168,12 +174,16 @@ Expected model(const Exec& e, const std::vector<std::uint32_t>& mem_in, int word
 struct Run {
   const Compiled& k;
   weights::ReferenceModel m;
-  int words;
+  std::array<int, 2> words;  // per space: global, shared
+  int wrap;                  // the unit's word addresses wrap here (the larger space)
   std::array<std::vector<std::uint32_t>, 2> mem;  // global, shared
   int checked = 0, wrong = 0, inexact = 0, tokens = 0;
 
   Run(const Compiled& kc, DType dt)
-      : k(kc), m(kc.cc.layers, kc.cc.target.shapes, dt), words(circuit::memory_words(kc.mem.rams.layout)) {}
+      : k(kc),
+        m(kc.cc.layers, kc.cc.target.shapes, dt),
+        words{circuit::memory_words(kc.mem.rams.layout), circuit::shared_memory_words(kc.mem.rams.layout)},
+        wrap(words[0]) {}
 
   std::vector<float> step(const Inputs& in) { return m.step(weights::embed(k.c, k.cc.allocation, in)); }
 
@@ -204,7 +214,7 @@ struct Run {
         const int bank = static_cast<int>(wd & 3);
         en |= std::uint64_t{1} << ((r.shared ? 4 : 0) + bank);
         ben |= std::uint64_t{1} << bank;
-        expect(y, p.row[bank], (wd >> 2) | (r.shared ? 128u : 0u), at + " row" + std::to_string(bank));
+        expect(y, p.row[bank], (wd >> 2) | (r.shared ? 256u : 0u), at + " row" + std::to_string(bank));
       }
       expect(y, p.enable, en, at + " enable");
       expect(y, p.bank_enable, ben, at + " bank enable");
@@ -267,7 +277,7 @@ struct Run {
   // Runs one EXEC token, checks every output, and (if asked) feeds the
   // write-backs to memory as one-word WMEM tokens.
   void exec(const Exec& e, bool write_back, const std::string& where) {
-    const Expected x = model(e, mem[e.shared], words);
+    const Expected x = model(e, mem[e.shared], wrap);
     auto y = step(exec_inputs(e, true));
     const std::string w0 = where + " " + std::string(disassemble(Instr{e.op})) + " lanes " + lane_mask_text(e.lanes);
     for (int l = 0; l < kLanes; ++l) {
@@ -302,8 +312,8 @@ std::uint32_t value(std::mt19937_64& rng) {
 // Writes a random image of both spaces, 4 words per token.
 void write_image(Run& run, std::mt19937_64& rng) {
   for (int s = 0; s < 2; ++s) {
-    run.mem[s].assign(static_cast<std::size_t>(run.words), 0);
-    for (int w = 0; w < run.words; w += 4) {
+    run.mem[s].assign(static_cast<std::size_t>(run.words[s]), 0);
+    for (int w = 0; w < run.words[s]; w += 4) {
       std::vector<std::uint32_t> v(4);
       for (auto& x : v) x = value(rng);
       run.write(s == 1, static_cast<std::uint32_t>(w), v);
@@ -343,10 +353,10 @@ Exec make_exec(Op op, unsigned lanes, int shape, const Run& run, std::mt19937_64
   // imm: 0, small, the base of an array, or anything; a = 4·word − imm (+ a wrap of the space).
   const std::uint32_t imms[] = {0, 4, 0x40, static_cast<std::uint32_t>(rng()), 0xfffffffc};
   e.imm = imms[rng() % std::size(imms)];
-  const auto w = words_for(shape, run.words, rng);
+  const auto w = words_for(shape, run.words[e.shared], rng);
   const auto& m = run.mem[e.shared];
   for (int l = 0; l < kLanes; ++l) {
-    const std::uint32_t wrap = static_cast<std::uint32_t>(rng() % 4) * 4u * static_cast<std::uint32_t>(run.words);
+    const std::uint32_t wrap = static_cast<std::uint32_t>(rng() % 4) * 4u * static_cast<std::uint32_t>(run.wrap);
     e.a[l] = 4 * w[l] + wrap - e.imm;
     e.c[l] = value(rng);
     // cas and min/max need operands near the stored values: the stored word, an earlier
@@ -368,7 +378,7 @@ const Op kBuilt[] = {Op::kLd,       Op::kSt,       Op::kAtomAdd,  Op::kAtomMin, 
 // Every word of both spaces read back by ld and compared with the model.
 void read_back(Run& run, weights::DType dt) {
   for (int s = 0; s < 2; ++s)
-    for (int w = 0; w < run.words; w += kLanes) {
+    for (int w = 0; w < run.words[s]; w += kLanes) {
       Exec e;
       e.op = Op::kLd;
       e.shared = s == 1;
@@ -454,7 +464,7 @@ void run_layout(MemoryLayout layout, const char* name) {
   EXPECT_LE(own_live_bits(k).peak, 400);
   for (DType dt : {DType::kF32, DType::kBF16}) {
     Run run(k, dt);
-    std::mt19937_64 rng(layout == MemoryLayout::kCompact ? 11 : 12);
+    std::mt19937_64 rng(layout == MemoryLayout::kCompact ? 11 : layout == MemoryLayout::kWide ? 13 : 12);
     write_image(run, rng);
     int n = 0;
     for (int rep = 0; rep < 4; ++rep)
@@ -501,7 +511,7 @@ void run_silent(MemoryLayout layout, const char* name) {
         for (const weights::Word* w : {&ln.loaded, &ln.value, &ln.ld_value})
           if (weights::read_word(k.cc.allocation, y, *w) != 0) ++leaked;
         if (weights::read_word(k.cc.allocation, y, weights::Word{ln.writes}) != 0) ++leaked;
-        const std::uint32_t word = enable ? ((e.a[l] + e.imm) >> 2) % static_cast<std::uint32_t>(run.words) : 0;
+        const std::uint32_t word = enable ? ((e.a[l] + e.imm) >> 2) % static_cast<std::uint32_t>(run.wrap) : 0;
         run.expect(y, ln.word, word, std::string(name) + " word");
       }
     }
@@ -517,11 +527,11 @@ void run_silent(MemoryLayout layout, const char* name) {
 // A loads-only unit (MemoryIn::writes = false, the machine's slots 0-2: the block's memory
 // write is in its last slot, docs/ISA.md §6): ld is exact under every lane mask; a store or an
 // atomic there reads and writes nothing (outputs 0, memory unchanged); no lane chain: 4 layers with
-// the records stage (layer 0), kProtocol reading lanes 2-3 in the Gated DeltaNet of layer 3.
+// the records stage (layer 0), kStandard reading lanes 2-3 in the Gated DeltaNet of layer 3.
 void run_loads_only() {
-  static const Compiled* k = new Compiled(MemoryLayout::kProtocol, /*writes=*/false);
+  static const Compiled* k = new Compiled(MemoryLayout::kStandard, /*writes=*/false);
   ASSERT_TRUE(k->ok);
-  print_cost(*k, "protocol, loads only");
+  print_cost(*k, "standard, loads only");
   EXPECT_LE(k->cc.schedule.num_layers, 4);
   for (DType dt : {DType::kF32, DType::kBF16}) {
     Run run(*k, dt);
@@ -604,26 +614,27 @@ TEST(CircuitMemory, WmemTokenIdsCarryTheRecord) {
   auto ids = circuit::record_token_ids(k.rec, r);
   ASSERT_TRUE(ids.has_value()) << ids.status().to_string();
   ASSERT_EQ(ids->size(), 3u);
-  // id = base + 68892 + ((s·512 + a)·4 + n − 1)·4 + f
-  EXPECT_EQ(ids->front(), 248320 + 68892 + ((512 + 6) * 4 + 2) * 4 + 1);
+  // id = base + 68892 + ((s·1024 + a)·4 + n − 1)·4 + f
+  EXPECT_EQ(ids->front(), 248320 + 68892 + ((1024 + 6) * 4 + 2) * 4 + 1);
   auto in = circuit::token_inputs(k.rec, ids->front());
   ASSERT_TRUE(in.has_value()) << in.status().to_string();
   std::map<std::string, std::uint64_t> got;
   for (const auto& [w, x] : *in) got[k.c.fields()[static_cast<std::size_t>(w.front().field)].full_name()] = x;
   // Words 6, 7, 8: banks 2, 3, 0; rows 1, 1, 2 (bank 0 wraps); DATA 1: 6 low, 7 high; DATA 2: 8.
-  const std::map<std::string, std::uint64_t> want = {{"rec.row", 1},       {"wmem.shared", 1},   {"wmem.wrap", 0b0001},
+  const std::map<std::string, std::uint64_t> want = {{"rec.row", 1},       {"wmem.row7", 0},     {"wmem.shared", 1},
+                                                     {"wmem.wrap", 0b0001},
                                                      {"wmem.zero", 0},     {"wmem.byte", 0b11},  {"wmem.word", 0},
                                                      {"wmem.lo1", 0b0100}, {"wmem.hi1", 0b1000}, {"wmem.lo2", 0b0001},
                                                      {"wmem.hi2", 0},      {"wmem.lo3", 0}};
   EXPECT_EQ(got, want);
   const std::uint32_t four[] = {1, 2, 3, 4};
   auto past_ids = circuit::record_token_ids(k.rec, wmem_record(false, 254, four));
-  ASSERT_TRUE(past_ids.has_value());  // the protocol holds 512 words
+  ASSERT_TRUE(past_ids.has_value());  // the protocol holds 1,024 global words
   auto past = circuit::token_inputs(k.rec, past_ids->front());
   ASSERT_FALSE(past.has_value());
-  EXPECT_NE(
-      past.status().to_string().find("run past the 256 words of a space in the compact memory layout (over by 2)"),
-      std::string::npos)
+  EXPECT_NE(past.status().to_string().find(
+                "global words 254..257 run past the 256 words of the circuit's memory layout (over by 2)"),
+            std::string::npos)
       << past.status().to_string();
 }
 
@@ -651,7 +662,7 @@ void run_formats(MemoryLayout layout, const char* name) {
             std::vector<std::uint32_t> v(n);
             for (auto& x : v) x = pool[rng() % pool.size()];
             v[rng() % n] = pool[rng() % std::min<std::size_t>(pool.size(), 2)];  // needs format f
-            const std::uint32_t word = 4 * static_cast<std::uint32_t>(rng() % (run.words / 4 - 1)) + first;
+            const std::uint32_t word = 4 * static_cast<std::uint32_t>(rng() % (run.words[s] / 4 - 1)) + first;
             const Record r = wmem_record(s == 1, word, v);
             ASSERT_EQ(static_cast<int>(r.format), f) << to_text(r);
             run.feed(r);
@@ -678,17 +689,24 @@ void run_formats(MemoryLayout layout, const char* name) {
 TEST(CircuitMemory, WmemFormatsWriteExactlyCompact) {
   run_formats(MemoryLayout::kCompact, "compact");
 }
-TEST(CircuitMemory, WmemFormatsWriteExactlyProtocol) {
-  run_formats(MemoryLayout::kProtocol, "protocol");
+TEST(CircuitMemory, WmemFormatsWriteExactlyStandard) {
+  run_formats(MemoryLayout::kStandard, "standard");
+}
+TEST(CircuitMemory, WmemFormatsWriteExactlyWide) {
+  run_formats(MemoryLayout::kWide, "wide");
 }
 
 TEST(CircuitMemory, DisabledOrOtherOpcodesLeaveOutputsAndMemory) {
   run_silent(MemoryLayout::kCompact, "compact");
-  run_silent(MemoryLayout::kProtocol, "protocol");
+  run_silent(MemoryLayout::kStandard, "standard");
+  run_silent(MemoryLayout::kWide, "wide");
 }
 
-TEST(CircuitMemory, ProtocolLayoutMatchesLaneOrderModel) {
-  run_layout(MemoryLayout::kProtocol, "protocol");
+TEST(CircuitMemory, StandardLayoutMatchesLaneOrderModel) {
+  run_layout(MemoryLayout::kStandard, "standard");
+}
+TEST(CircuitMemory, WideLayoutMatchesLaneOrderModel) {
+  run_layout(MemoryLayout::kWide, "wide");
 }
 TEST(CircuitMemory, CompactLayoutMatchesLaneOrderModel) {
   run_layout(MemoryLayout::kCompact, "compact");
@@ -701,7 +719,6 @@ TEST(CircuitMemory, CompactLayoutMatchesLaneOrderModel) {
 void run_host_read(MemoryLayout layout) {
   const Compiled& k = compiled(layout);
   ASSERT_TRUE(k.ok);
-  const bool compact = layout == MemoryLayout::kCompact;
   for (DType dt : {DType::kF32, DType::kBF16}) {
     Run run(k, dt);
     std::mt19937_64 rng(77);
@@ -709,10 +726,11 @@ void run_host_read(MemoryLayout layout) {
     for (int i = 0; i < 60; ++i) {
       std::vector<std::uint32_t> v(1 + rng() % 4);
       for (auto& x : v) x = value(rng);
-      run.write(rng() % 2, static_cast<std::uint32_t>(rng() % (run.words - v.size() + 1)), v);
+      const bool shared = rng() % 2;
+      run.write(shared, static_cast<std::uint32_t>(rng() % (run.words[shared] - v.size() + 1)), v);
     }
     const weights::StateView state = run.m.state_view();
-    std::array<std::vector<std::uint64_t>, 8> banks;  // read_ram of each bank RAM, by index in rams.rams
+    std::vector<std::vector<std::uint64_t>> banks(k.mem.rams.rams.size());  // read_ram of each bank RAM
     for (std::size_t r = 0; r < k.mem.rams.rams.size(); ++r) {
       auto rows = weights::read_ram(k.cc, k.mem.rams.rams[r], state);
       ASSERT_TRUE(rows.has_value()) << rows.status().to_string();
@@ -720,27 +738,29 @@ void run_host_read(MemoryLayout layout) {
     }
     int wrong = 0, nonzero = 0;
     for (int s = 0; s < 2; ++s)
-      for (int w = 0; w < run.words; ++w) {
-        const int bank = w & 3, ram = compact ? bank : s * 4 + bank, row = compact ? s * 64 + (w >> 2) : w >> 2;
+      for (int w = 0; w < run.words[s]; ++w) {
+        const circuit::BankRow at = circuit::bank_row(layout, s == 1, w);
+        const std::size_t ram = static_cast<std::size_t>(at.ram), row = static_cast<std::size_t>(at.row);
         const std::uint32_t want = run.mem[s][static_cast<std::size_t>(w)];
         nonzero += want != 0;
-        if (banks[ram][static_cast<std::size_t>(row)] != want && ++wrong <= 8)
-          ADD_FAILURE() << (s ? "shared" : "global") << " word " << w << " = 0x" << std::hex
-                        << banks[ram][static_cast<std::size_t>(row)] << ", expected 0x" << want;
+        if (banks[ram][row] != want && ++wrong <= 8)
+          ADD_FAILURE() << (s ? "shared" : "global") << " word " << w << " = 0x" << std::hex << banks[ram][row]
+                        << ", expected 0x" << want;
       }
     std::printf(
-        "[ %s %s ] host read-back of 2 x %d words from the bank RAMs' state (%zu replicas each) after %d "
+        "[ %s %s ] host read-back of %d + %d words from the bank RAMs' state (%zu replicas each) after %d "
         "tokens: %d wrong (%d nonzero words)\n",
-        compact ? "compact" : "protocol", std::string(weights::dtype_name(dt)).c_str(), run.words,
+        layout_name(layout), std::string(weights::dtype_name(dt)).c_str(), run.words[0], run.words[1],
         k.cc.rams[static_cast<std::size_t>(k.mem.rams.rams[0])].replicas.size(), run.tokens, wrong, nonzero);
     EXPECT_EQ(wrong, 0);
-    EXPECT_GT(nonzero, run.words);
+    EXPECT_GT(nonzero, run.words[0]);
   }
 }
 
 TEST(CircuitMemory, HostReadsEveryWordFromTheState) {
   run_host_read(MemoryLayout::kCompact);
-  run_host_read(MemoryLayout::kProtocol);
+  run_host_read(MemoryLayout::kStandard);
+  run_host_read(MemoryLayout::kWide);
 }
 
 }  // namespace

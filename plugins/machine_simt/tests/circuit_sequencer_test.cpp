@@ -89,7 +89,7 @@ struct Rig {
     sin.mem.shared = shared[0];
     for (int l = 0; l < 4; ++l) {
       sin.mem.writes[l] = writes[l];
-      sin.mem.word[l] = mword[l] = in("t.m", "word" + std::to_string(l), 9);
+      sin.mem.word[l] = mword[l] = in("t.m", "word" + std::to_string(l), kProtoWordBits);
       sin.mem.value[l] = mvalue[l] = in("t.m", "value" + std::to_string(l), 32);
     }
     sin.sched.resize(4);
@@ -287,7 +287,7 @@ Pending derive(const std::vector<Record>& g, std::size_t e, std::size_t j, std::
   std::array<int, 4> lanes{0, 1, 2, 3};
   std::shuffle(lanes.begin(), lanes.end(), rng);
   for (int l = 0; l < 4; ++l)
-    p.word[l] = static_cast<std::uint32_t>(rng() % kProtoWords), p.mvalue[l] = random_value(rng);
+    p.word[l] = static_cast<std::uint32_t>(rng() % kProtoGlobalWords), p.mvalue[l] = random_value(rng);
   for (std::size_t i = e + 1; i < j; ++i) {
     const Record& r = g[i];
     if (r.kind == RecordKind::kWreg) {

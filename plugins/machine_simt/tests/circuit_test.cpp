@@ -407,7 +407,7 @@ std::map<std::int64_t, Record> all_headers() {
         }
     }
   for (int s = 0; s < 2; ++s)
-    for (std::uint32_t a = 0; a < kProtoWords; ++a)
+    for (std::uint32_t a = 0; a < static_cast<std::uint32_t>(s ? kProtoSharedWords : kProtoGlobalWords); ++a)
       for (std::uint32_t n = 1; n <= 4; ++n)
         for (int f = 0; f < 4; ++f) {
           const std::vector<std::uint32_t> zeros(n, 0u);
@@ -453,15 +453,17 @@ TEST(Circuit, TokenInputsRefuseWhatIsNotAProtocolToken) {
     ASSERT_FALSE(v.has_value()) << "id " << id;
     EXPECT_NE(v.status().message().find(what), std::string::npos) << v.status().message();
   };
-  // Text, past the rows, reserved rows (half with 4 lanes, word with 2, a run past word 511).
+  // Text, past the rows, reserved rows (half with 4 lanes, word with 2, a run past global word
+  // 1023 or shared word 511).
   expect_error(0, "base-vocabulary (text) token");
   expect_error(kBase - 1, "base-vocabulary (text) token");
-  expect_error(kBase + vocabulary_rows(), "past the machine's rows (248320 + 152989, over by 1)");
+  expect_error(kBase + vocabulary_rows(), "past the machine's rows (248320 + 161181, over by 1)");
   const std::int64_t wreg0 = kBase + first_id(RecordKind::kWreg);
   expect_error(wreg0 + ((0 * 15 + 0) * 15 + 14) * 4 + 2, "WREG w0 r1 0b1111 half, which would need 4 DATA tokens");
   expect_error(wreg0 + ((0 * 15 + 0) * 15 + 2) * 4 + 3, "WREG w0 r1 0b0011 word, which would need 4 DATA tokens");
   const std::int64_t wmem0 = kBase + first_id(RecordKind::kWmem);
-  expect_error(wmem0 + (510 * 4 + 3) * 4, "past the last word 511 (a reserved row)");
+  expect_error(wmem0 + (1022 * 4 + 3) * 4, "global word 1022 runs past the last word 1023 (a reserved row)");
+  expect_error(wmem0 + ((1024 + 510) * 4 + 3) * 4, "shared word 510 runs past the last word 511 (a reserved row)");
   // A ROM row the circuit has no RAM for.
   const std::int64_t rom0 = kBase + first_id(RecordKind::kRom);
   expect_error(rom0 + (3 * kProtoRowsPerBlock + kSlots) * 2, "ROM B3.5 lo: slot 5 outside the circuit's 5 slots");
@@ -613,7 +615,7 @@ TEST(Circuit, WmemLaunchLiveWritePortsFromTokenIds) {
           en |= std::uint64_t{1} << ((p.shared ? 4 : 0) + (w & 3));
           ben |= std::uint64_t{1} << (w & 3);
           val[w & 3] = x;
-          expect(y, wm->row[w & 3], (w >> 2) | (p.shared ? 128u : 0u), at + " wmem row");
+          expect(y, wm->row[w & 3], (w >> 2) | (p.shared ? 256u : 0u), at + " wmem row");
           ++words;
         }
         expect(y, wm->enable, en, at + " wmem enable");

@@ -68,7 +68,7 @@ struct Rig {
     min.shared = shared[0];
     for (int l = 0; l < 4; ++l) {
       min.writes[l] = writes[l];
-      min.word[l] = mword[l] = in("t.m", "word" + std::to_string(l), 9);
+      min.word[l] = mword[l] = in("t.m", "word" + std::to_string(l), kProtoWordBits);
       min.value[l] = mvalue[l] = in("t.m", "value" + std::to_string(l), 32);
     }
     std::array<circuit::SchedGroup, 4> groups;
@@ -99,7 +99,7 @@ struct Rig {
     sin.wreg_reg = wreg_reg = in("t", "wreg.reg", 4);
     sin.wreg_lanes = wreg_lanes = in("t", "wreg.lanes", 4);
     sin.wreg_format = wreg_format = in("t", "wreg.format", 2);
-    sin.wmem_word = wmem_word = in("t", "wmem.word", 9);
+    sin.wmem_word = wmem_word = in("t", "wmem.word", kProtoWordBits);
     sin.wmem_count = wmem_count = in("t", "wmem.count", 3);
     sin.wmem_format = wmem_format = in("t", "wmem.format", 2);
     sin.sched_lanes = sched_lanes = in("t", "sched.lanes", 4);
@@ -332,7 +332,7 @@ TEST(CircuitWriteback, ChoiceGainScalesTheFieldsExactly) {
   ASSERT_TRUE(g.ok);
   const Word plain_bits = circuit::choice_bits(k.next), gained_bits = circuit::choice_bits(g.next);
   ASSERT_EQ(plain_bits.size(), gained_bits.size());
-  ASSERT_EQ(plain_bits.size(), 84u);  // 83 field bits and `one`
+  ASSERT_EQ(plain_bits.size(), 85u);  // 84 field bits (the WMEM word 10) and `one`
   constexpr double kAlpha = 4;
   auto ku = circuit::record_unembedding(k.next, k.cc.allocation, kAlpha);
   auto gu = circuit::record_unembedding(g.next, g.cc.allocation, kAlpha);
@@ -404,7 +404,7 @@ TEST(CircuitChoice, UnembeddingPicksTheTokenInTheFields) {
   n.wreg = kind[0], n.wmem = kind[1], n.sched = kind[2], n.data = kind[3];
   n.exec = kind[4], n.sync = kind[5], n.cta = kind[6], n.halt = kind[7];
   n.warp = in("warp", 3), n.wreg_reg = in("wreg.reg", 4), n.wreg_lanes = in("wreg.lanes", 4);
-  n.wreg_format = in("wreg.format", 2), n.wmem_shared = in("wmem.shared", 1)[0], n.wmem_word = in("wmem.word", 9);
+  n.wreg_format = in("wreg.format", 2), n.wmem_shared = in("wmem.shared", 1)[0], n.wmem_word = in("wmem.word", kProtoWordBits);
   n.wmem_count = in("wmem.count", 3), n.wmem_format = in("wmem.format", 2), n.sched_lanes = in("sched.lanes", 4);
   n.sched_status = in("sched.status", 2), n.sched_block = in("sched.block", kProtoBlockBits), n.exec_block = in("exec.block", kProtoBlockBits);
   n.exec_lanes = in("exec.lanes", 4), n.cta_index = in("cta", 7), n.data_value = in("data", 16);

@@ -41,12 +41,12 @@ TEST(Protocol, VocabularySize) {
                             + 128 * 8 * 15     // EXEC block x warp x lane mask
                             + 385 * 8 * 15     // SCHED state (3 x 128 blocks, exited) x warp x lane mask
                             + 8 * 15 * 15 * 4  // WREG warp x reg x lane mask x format
-                            + 2 * 512 * 4 * 4  // WMEM space x word x count x format
+                            + (1024 + 512) * 4 * 4  // WMEM (global, shared words) x count x format
                             + 128 * 8 * 2      // ROM (32-bit halves)
                             + 128 + 1          // LIVE: one row per block, then `LIVE exited`
                             + 65536;           // DATA
   EXPECT_EQ(vocabulary_rows(), want);
-  EXPECT_EQ(want, 152989);
+  EXPECT_EQ(want, 161181);
   std::cout << "[ protocol ] vocabulary: " << kBase << " base rows + " << vocabulary_rows()
             << " machine rows = " << kBase + vocabulary_rows() << "\n";
 }
@@ -76,7 +76,8 @@ std::vector<Record> edge_records() {
     for (int k = 0; k < 6; ++k) {
       std::vector<std::uint32_t> x(n);
       for (auto& e : x) e = vals[rng() % vals.size()];
-      for (const Record& r : wmem_records(k % 2, k == 5 ? 512 - n : rng() % 200, x)) v.push_back(r);
+      for (const Record& r : wmem_records(k % 2, k == 5 ? 512 - n : k == 4 ? 1024 - n : rng() % 500 + (k % 2 ? 0 : 500), x))
+        v.push_back(r);
     }
   for (std::uint64_t row : {0ull, 0xffffffffffffffffull, 0x00000010010004C2ull})
     for (const Record& r : rom_records(row == 0 ? 0 : 31, row == 0 ? 0 : 7, row)) v.push_back(r);
@@ -155,7 +156,7 @@ TEST(Protocol, InvalidTokensAreNamed) {
   EXPECT_EQ(err({kBase + first_id(RecordKind::kHalt), 1234}),
             "token 1 (id 1234) is a base-vocabulary (text) token, not a machine record (records start at 248320)");
   EXPECT_EQ(err({kBase + vocabulary_rows() + 4}),
-            "token 0 (id 401313) is past the machine's rows (248320 + 152989, over by 5)");
+            "token 0 (id 409505) is past the machine's rows (248320 + 161181, over by 5)");
   EXPECT_EQ(err({data + 7}),
             "token 0 (id " + std::to_string(data + 7) + ") is a DATA token where a record header is expected");
   std::vector<std::int64_t> wreg;
@@ -174,9 +175,12 @@ TEST(Protocol, InvalidTokensAreNamed) {
   ASSERT_TRUE(append_tokens(wreg_record(1, 2, 1, {5, 0, 0, 0}), kBase, byte));
   byte[1] = data + 0x0105;
   EXPECT_NE(err(byte).find("high byte of the last byte-format DATA is not 0"), std::string::npos);
-  // WMEM rows that run past word 511 are reserved.
-  const std::int64_t wmem_last = kBase + first_id(RecordKind::kWmem) + ((511 * 4) + 3) * 4;  // word 511, 4 words
-  EXPECT_NE(err({wmem_last}).find("past the last word 511"), std::string::npos);
+  // WMEM rows that run past the last word of their space (global 1023, shared 511) are reserved.
+  const std::int64_t wmem = kBase + first_id(RecordKind::kWmem);
+  EXPECT_NE(err({wmem + ((1023 * 4) + 3) * 4}).find("global word 1023 runs past the last word 1023"),
+            std::string::npos);  // word 1023, 4 words
+  EXPECT_NE(err({wmem + (((1024 + 511) * 4) + 1) * 4}).find("shared word 511 runs past the last word 511"),
+            std::string::npos);  // shared word 511, 2 words
   // Encoding checks fields against the layout.
   std::vector<std::int64_t> t;
   auto s = append_tokens(exec_record(140, 0, 1), kBase, t);
@@ -249,7 +253,7 @@ class Replay {
     }
     return "";
   }
-  std::vector<std::uint32_t> global = std::vector<std::uint32_t>(kProtoWords, 0u);
+  std::vector<std::uint32_t> global = std::vector<std::uint32_t>(kProtoGlobalWords, 0u);
   bool halted = false;
   std::int64_t exec_count = 0, warp_instructions = 0;
 
@@ -490,7 +494,7 @@ class Replay {
   std::uint32_t threads_ = 0, grid_ = 0, cta_ = 0;
   std::map<std::uint32_t, std::uint64_t> rom_;
   std::array<std::uint32_t, kProtoBlocks + 1> live_{};  // LIVE rows (row kLiveExited: exited lanes)
-  std::vector<std::uint32_t> shared_ = std::vector<std::uint32_t>(kProtoWords, 0u);
+  std::vector<std::uint32_t> shared_ = std::vector<std::uint32_t>(kProtoSharedWords, 0u);
   std::array<std::array<std::array<std::uint32_t, 4>, 16>, 8> regs_{};
   std::array<std::array<std::pair<LaneStatus, std::uint32_t>, 4>, 8> sched_{};
   std::array<std::array<Arch, 4>, 8> arch_{};
@@ -815,15 +819,15 @@ TEST(Protocol, ReplayCatchesAMissingWriteBack) {
 
 TEST(Protocol, LimitsOfTheTokenLayout) {
   MachineConfig cfg;
-  cfg.global_words = 1024;
+  cfg.global_words = 2048;
   auto p = lower_kernel(dot_kernel(), {1, 4}, cfg);
   ASSERT_TRUE(p);
-  std::vector<std::int32_t> big(600, 1);
+  std::vector<std::int32_t> big(1100, 1);
   auto r = encode_prompt(**p, {arr("a", big), arr("b", {1}), arr("out", {0}), scalar("n", 1)});
   ASSERT_FALSE(r);
   EXPECT_EQ(r.status().message(),
-            "kernel 'dot': token protocol: the launch's arrays need 602 words, the token layout addresses 512 (over by "
-            "90)");
+            "kernel 'dot': token protocol: the launch's arrays need 1102 words, the token layout addresses 1024 (over "
+            "by 78)");
 }
 
 }  // namespace

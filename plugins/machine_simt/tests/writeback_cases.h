@@ -55,13 +55,16 @@ inline Pending random_pending(std::mt19937_64& rng) {
     p.dest[s] = emits ? regs[s] : static_cast<std::uint32_t>(rng() % 16);  // non-emitting: anything
     for (int l = 0; l < 4; ++l) p.value[s][l] = random_value(rng);
   }
-  // Memory: distinct words, often adjacent (runs), sometimes across a 16-word boundary.
+  // Memory: distinct words, often adjacent (runs), sometimes across a 16-word boundary (and, in
+  // global memory, across word 512).
   p.shared = rng() % 2;
+  const std::uint32_t space = p.shared ? kProtoSharedWords : kProtoGlobalWords;
   std::vector<std::uint32_t> words;
-  const std::uint32_t base = (rng() % 3 == 0) ? 12 + static_cast<std::uint32_t>(rng() % 8) * 16 : rng() % 505;
-  for (std::uint32_t w = base; w < base + 7 && w < 512; ++w) words.push_back(w);
+  const std::uint32_t base = (rng() % 3 == 0) ? 12 + static_cast<std::uint32_t>(rng() % (space / 16 - 1)) * 16
+                                              : static_cast<std::uint32_t>(rng() % (space - 7));
+  for (std::uint32_t w = base; w < base + 7 && w < space; ++w) words.push_back(w);
   if (rng() % 4 == 0)
-    words = {static_cast<std::uint32_t>(rng() % 512), 0u, 511u, static_cast<std::uint32_t>(rng() % 512)};
+    words = {static_cast<std::uint32_t>(rng() % space), 0u, space - 1, static_cast<std::uint32_t>(rng() % space)};
   std::shuffle(words.begin(), words.end(), rng);
   for (int l = 0; l < 4; ++l) {
     const bool taken = std::find(words.begin(), words.begin() + l, words[l]) != words.begin() + l;

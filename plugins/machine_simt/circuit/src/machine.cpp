@@ -33,7 +33,7 @@ sdk::Status take(sdk::Expected<T> r, T& out) {
 
 class Builder {
  public:
-  Builder(Circuit& c, int choice_gain) : c_(c), choice_gain_(choice_gain) {}
+  Builder(Circuit& c, int choice_gain, MemoryLayout layout) : c_(c), choice_gain_(choice_gain), layout_(layout) {}
   sdk::Status build();
   Machine& machine() { return m_; }
 
@@ -47,6 +47,7 @@ class Builder {
 
   Circuit& c_;
   int choice_gain_ = 1;
+  MemoryLayout layout_ = MemoryLayout::kStandard;
   Machine m_;
   Bit en_;
   std::vector<Memory> mem_;  // per slot
@@ -77,13 +78,15 @@ sdk::Status Builder::build() {
   auto stage = begin_control(c_, ci, m_.fd.records);
   if (!stage) return stage.status();
   m_.control = stage->control();
-  // The register file and the shared memory (the second set of banks in the protocol
-  // layout) are erased by every CTA token, before their first read port.
+  // The register file and the shared memory (the banks after the global ones) are
+  // erased by every CTA token, before their first read port.
+  if (layout_ == MemoryLayout::kCompact)
+    return sdk::invalid_argument("the machine's shared memory needs banks of its own (kStandard or kWide)");
   QGPU_RETURN_IF_ERROR(take(build_register_file(c_, m_.fd, {}), m_.regs));
-  QGPU_RETURN_IF_ERROR(take(build_memory_rams(c_, MemoryLayout::kProtocol, m_.fd.records), m_.memory));
+  QGPU_RETURN_IF_ERROR(take(build_memory_rams(c_, layout_, m_.fd.records), m_.memory));
   const Bit cta = m_.control.cta_is[0];
   for (int ram : m_.regs.rams) QGPU_RETURN_IF_ERROR(c_.ram_clear(ram, cta));
-  for (std::size_t k = m_.memory.rams.size() / 2; k < m_.memory.rams.size(); ++k)
+  for (std::size_t k = static_cast<std::size_t>(bank_row(layout_, true, 0).ram); k < m_.memory.rams.size(); ++k)
     QGPU_RETURN_IF_ERROR(c_.ram_clear(m_.memory.rams[k], cta));
   for (int s = 0; s < kMachineSlots; ++s) QGPU_RETURN_IF_ERROR(slot(s));
   QGPU_RETURN_IF_ERROR(terminator());
@@ -313,7 +316,8 @@ sdk::Status Builder::outputs() {
 
   // Memory writes: only slot kMemWriteSlot's unit writes (ISA.md §6); its lanes' words
   // and values gated by their write bits, and the space.
-  const int wbits = 9;  // MemoryLayout::kProtocol: 512 words per space
+  // The memory unit's word (9 bits, kWide 10), zero-extended to the protocol's below.
+  const int wbits = static_cast<int>(mem_[kMemWriteSlot].lane[0].word.size());
   c_.push_enable(en_);
   sdk::Status st = [&]() -> sdk::Status {
     MemWriteIn& mw = m_.mem_writes;
@@ -345,6 +349,7 @@ sdk::Status Builder::outputs() {
       const int o = l * lane_bits;
       mw.writes[l] = acc[static_cast<std::size_t>(o)];
       mw.word[l] = slice(acc, o + 1, wbits);
+      while (mw.word[l].size() < static_cast<std::size_t>(kProtoWordBits)) mw.word[l].push_back(c_.zero());
       mw.value[l] = slice(acc, o + 1 + wbits, 32);
     }
     mw.shared = acc.back();
@@ -445,8 +450,8 @@ weights::Target machine_target() {
   return t;
 }
 
-sdk::Expected<Machine> build_machine(Circuit& c, int choice_gain) {
-  Builder b(c, choice_gain);
+sdk::Expected<Machine> build_machine(Circuit& c, int choice_gain, MemoryLayout memory) {
+  Builder b(c, choice_gain, memory);
   QGPU_RETURN_IF_ERROR(b.build());
   return std::move(b.machine());
 }

@@ -59,7 +59,7 @@ inline constexpr int kMulSlot = kMachineSlots - 1;
 inline constexpr int kMemWriteSlot = kMachineSlots - 1;
 
 // The residual width the assembled machine compiles to: Qwen3.5-2B's. Its live peak in a
-// model run is 1,889 bits, one channel each, with the record write data sharing channels
+// model run is 1,900 bits (1,912 with MemoryLayout::kWide), one channel each, with the record write data sharing channels
 // with the EXEC pass's scratch by token mode (docs/MACHINE_CIRCUIT.md §8.1).
 inline constexpr std::int64_t kMachineHidden = 2048;
 
@@ -73,7 +73,7 @@ struct MachineSlot {
 struct Machine {
   FetchDecode fd;     // record inputs (fd.records), ROM, decode
   RegisterFile regs;  // the register RAMs (lane l: rows warp·16 + register)
-  MemoryRams memory;  // the memory banks (MemoryLayout::kProtocol: shared memory in RAMs of its own)
+  MemoryRams memory;  // the memory banks (kStandard or kWide: shared memory in RAMs of its own)
   Control control;    // scheduler RAMs, latches, next record
   std::array<MachineSlot, kMachineSlots> slot;
   weights::Word cond;                                 // 4 bits: the terminator's per-lane condition
@@ -101,7 +101,9 @@ inline constexpr int kMachineGroups = kExecGroups + kProtoWarps - 1;
 // shared memory start at 0" for every thread block, with no write-back records.
 // `choice_gain` scales the next token's fields (build_successor): 1 for the circuit
 // alone, a power of two up to 128 for a circuit merged in front of a base model.
-sdk::Expected<Machine> build_machine(weights::Circuit& c, int choice_gain = 1);
+// `memory`: kStandard (512 global words) or kWide (1,024, three layers more).
+sdk::Expected<Machine> build_machine(weights::Circuit& c, int choice_gain = 1,
+                                     MemoryLayout memory = MemoryLayout::kStandard);
 
 // The compile target of the machine: Qwen3.5-2B's layer shapes at kMachineHidden,
 // dead fields' channels reused.

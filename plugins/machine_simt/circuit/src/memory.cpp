@@ -1,6 +1,7 @@
 #include "memory.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <initializer_list>
 #include <string>
@@ -141,40 +142,124 @@ bool memory_circuit_supports(Op op) {
 }
 
 int memory_words(MemoryLayout layout) {
+  switch (layout) {
+    case MemoryLayout::kStandard: return kBanks * kRamRows;
+    case MemoryLayout::kWide: return 2 * kBanks * kRamRows;
+    case MemoryLayout::kCompact: return kBanks * kRamRows / 2;
+  }
+  return 0;
+}
+
+int shared_memory_words(MemoryLayout layout) {
   return layout == MemoryLayout::kCompact ? kBanks * kRamRows / 2 : kBanks * kRamRows;
 }
 
+sdk::Expected<MemoryLayout> memory_layout_for(int global_words, int shared_words) {
+  if (shared_words > shared_memory_words(MemoryLayout::kStandard))
+    return sdk::unsupported("shared_words " + std::to_string(shared_words) + " is beyond the circuit, which takes at most " +
+                            std::to_string(shared_memory_words(MemoryLayout::kStandard)));
+  for (MemoryLayout l : {MemoryLayout::kStandard, MemoryLayout::kWide})
+    if (global_words <= memory_words(l)) return l;
+  return sdk::unsupported("global_words " + std::to_string(global_words) + " is beyond the circuit, which takes at most " +
+                          std::to_string(memory_words(MemoryLayout::kWide)));
+}
+
+namespace {
+
+// A space's banks in MemoryRams::rams: the first RAM and the word bits that select one.
+struct Banks {
+  int first = 0;
+  int bits = 2;
+};
+Banks banks_of(MemoryLayout layout, bool shared) {
+  switch (layout) {
+    case MemoryLayout::kStandard: return {shared ? kBanks : 0, 2};
+    case MemoryLayout::kWide: return shared ? Banks{2 * kBanks, 2} : Banks{0, 3};
+    case MemoryLayout::kCompact: return {0, 2};
+  }
+  return {};
+}
+int spaces_of(MemoryLayout layout) {
+  return layout == MemoryLayout::kCompact ? 1 : 2;  // sets of bank RAMs
+}
+// Word address bits the unit keeps: x >> 2 wrapped to the layout's largest space.
+int word_bits_of(MemoryLayout layout) {
+  return std::bit_width(static_cast<unsigned>(memory_words(layout) - 1));
+}
+
+}  // namespace
+
+BankRow bank_row(MemoryLayout layout, bool shared, int word) {
+  const Banks b = banks_of(layout, shared);
+  const int bank = word & ((1 << b.bits) - 1);
+  const int row = word >> b.bits;
+  if (layout == MemoryLayout::kCompact) return {bank, (shared ? kRamRows / 2 : 0) + row};
+  return {b.first + bank, row};
+}
+
 sdk::Expected<MemoryRams> build_memory_rams(Circuit& c, MemoryLayout layout, Records& records) {
-  const bool compact = layout == MemoryLayout::kCompact;
-  const int spaces = compact ? 1 : 2;  // sets of bank RAMs
   MemoryRams m;
   m.layout = layout;
   auto w = build_wmem_write(c, records);
   if (!w) return w.status();
   m.write = std::move(*w);
-  if (compact) {  // the token layout addresses 512 words; this layout holds 256
-    const int words = memory_words(layout);
-    records.check(RecordKind::kWmem, [words](const Record& r) -> sdk::Status {
-      if (r.word + r.count <= static_cast<std::uint32_t>(words)) return sdk::Status::ok();
-      return sdk::invalid_argument("WMEM record: words " + std::to_string(r.word) + ".." +
-                                   std::to_string(r.word + r.count - 1) + " run past the " + std::to_string(words) +
-                                   " words of a space in the compact memory layout (over by " +
-                                   std::to_string(r.word + r.count - words) + ")");
-    });
-  }
-  for (int s = 0; s < spaces; ++s)
-    for (int k = 0; k < kBanks; ++k) {
-      const std::string name =
-          (compact ? std::string("bank") : std::string(s ? "shared.bank" : "global.bank")) + std::to_string(k);
-      auto ram = c.add_ram("mem", name, kRamRows, 32);
-      if (!ram) return ram.status();
-      // Row: word >> 2 (protocol); space·64 + (word >> 2) with word < 256 (compact).
-      Word addr = slice(m.write.row[k], 0, compact ? kRowBits - 1 : kRowBits);
-      if (compact) addr.push_back(m.write.row[k][kRowBits]);
-      const Bit we = compact ? m.write.bank_enable[k] : m.write.enable[s * kBanks + k];
-      QGPU_RETURN_IF_ERROR(c.ram_write(*ram, addr, m.write.value[k], we));
-      m.rams.push_back(*ram);
+  // The token layout addresses 1,024 global and 512 shared words.
+  records.check(RecordKind::kWmem, [layout](const Record& r) -> sdk::Status {
+    const int words = r.shared ? shared_memory_words(layout) : memory_words(layout);
+    if (r.word + r.count <= static_cast<std::uint32_t>(words)) return sdk::Status::ok();
+    return sdk::invalid_argument("WMEM record: " + std::string(r.shared ? "shared" : "global") + " words " +
+                                 std::to_string(r.word) + ".." + std::to_string(r.word + r.count - 1) +
+                                 " run past the " + std::to_string(words) + " words of the circuit's memory layout (over by " +
+                                 std::to_string(r.word + r.count - words) + ")");
+  });
+  // Port p (word & 3) writes row (word >> 2): bits 0-7, the space in bit 8.
+  const WmemWrite& wr = m.write;
+  auto row_bits = [&](int p, int from, int n) { return slice(wr.row[p], from, n); };
+  auto add = [&](const std::string& name, const Word& addr, const Word& value, Bit we) -> sdk::Status {
+    auto ram = c.add_ram("mem", name, kRamRows, 32);
+    if (!ram) return ram.status();
+    QGPU_RETURN_IF_ERROR(c.ram_write(*ram, addr, value, we));
+    m.rams.push_back(*ram);
+    return sdk::Status::ok();
+  };
+  switch (layout) {
+    case MemoryLayout::kCompact:  // row: space·64 + (word >> 2)
+      for (int p = 0; p < kBanks; ++p) {
+        Word addr = row_bits(p, 0, kRowBits - 1);
+        addr.push_back(wr.row[p][kRowBits + 1]);
+        QGPU_RETURN_IF_ERROR(add("bank" + std::to_string(p), addr, wr.value[p], wr.bank_enable[p]));
+      }
+      break;
+    case MemoryLayout::kStandard:
+      for (int s = 0; s < 2; ++s)
+        for (int p = 0; p < kBanks; ++p)
+          QGPU_RETURN_IF_ERROR(add(std::string(s ? "shared.bank" : "global.bank") + std::to_string(p),
+                                   row_bits(p, 0, kRowBits), wr.value[p], wr.enable[s * kBanks + p]));
+      break;
+    case MemoryLayout::kWide: {
+      // Global bank k = word & 7 is port k & 3 where the port's row has bit 0 = k >> 2; its
+      // enable is one MLP later than the port's, off on EXEC tokens as the port's (so that
+      // the write data keeps sharing channels with the EXEC pass's, docs/CIRCUITS.md).
+      auto en = c.computed("wmem", "wide_enable", 2 * kBanks);
+      if (!en) return sdk::invalid_argument("wmem: the write fields are declared twice (one per circuit)");
+      MlpBuilder mb(c);
+      for (int k = 0; k < 2 * kBanks; ++k) {
+        const Bit lsb = wr.row[k % kBanks][0];
+        mb.select({wr.enable[k % kBanks], k >= kBanks ? lsb : !lsb}, kOne, out((*en)[k]));
+      }
+      c.push_enable(!records.exec_is[0]);
+      const sdk::Status st = mb.commit("wmem.wide_enable");
+      c.pop_enable();
+      QGPU_RETURN_IF_ERROR(st);
+      for (int k = 0; k < 2 * kBanks; ++k)
+        QGPU_RETURN_IF_ERROR(
+            add("global.bank" + std::to_string(k), row_bits(k % kBanks, 1, kRowBits), wr.value[k % kBanks], (*en)[k]));
+      for (int p = 0; p < kBanks; ++p)
+        QGPU_RETURN_IF_ERROR(
+            add("shared.bank" + std::to_string(p), row_bits(p, 0, kRowBits), wr.value[p], wr.enable[kBanks + p]));
+      break;
     }
+  }
   return m;
 }
 
@@ -194,12 +279,14 @@ sdk::Expected<Memory> build_memory(Circuit& c, const MemoryRams& rams, const Mem
   }
   const std::string& owner = in.owner;
   const bool compact = rams.layout == MemoryLayout::kCompact;
-  const int spaces = compact ? 1 : 2;     // sets of bank RAMs
-  const int word_bits = compact ? 8 : 9;  // word address within a space
-  const int addr_bits = word_bits + 2;    // bits of x = a + imm that matter
-  if (rams.rams.size() != static_cast<std::size_t>(spaces * kBanks))
+  const int spaces = spaces_of(rams.layout);
+  const int word_bits = word_bits_of(rams.layout);  // word address within a space
+  const int addr_bits = word_bits + 2;               // bits of x = a + imm that matter
+  int nrams = 0;
+  for (int s = 0; s < spaces; ++s) nrams += 1 << banks_of(rams.layout, s == 1).bits;
+  if (rams.rams.size() != static_cast<std::size_t>(nrams))
     return sdk::invalid_argument("memory: " + std::to_string(rams.rams.size()) + " bank RAMs, the layout has " +
-                                 std::to_string(spaces * kBanks));
+                                 std::to_string(nrams));
   Memory mem;
   mem.rams = rams;
 
@@ -245,35 +332,41 @@ sdk::Expected<Memory> build_memory(Circuit& c, const MemoryRams& rams, const Mem
     low[l] = slice(d->s0, 0, kAddGroup);
     mem.lane[l].word = word[l];
   }
+  // Read enables in MLP 1: the bank bits (x[3:2], or x[4:2]) are in adder group 0.
   std::array<Word, kLanes> en;
   {
     MlpBuilder mb(c);
     for (int l = 0; l < kLanes; ++l) {
-      auto f = field(c, owner, lane_name(l) + ".read_en", spaces * kBanks);
+      auto f = field(c, owner, lane_name(l) + ".read_en", nrams);
       if (!f) return f.status();
       en[l] = *f;
-      for (int s = 0; s < spaces; ++s)
-        for (int k = 0; k < kBanks; ++k) {
-          std::vector<Bit> m{in.active[l], *is_read, (k & 1) ? low[l][2] : !low[l][2],
-                             (k & 2) ? low[l][3] : !low[l][3]};
+      for (int s = 0; s < spaces; ++s) {
+        const Banks b = banks_of(rams.layout, s == 1);
+        for (int k = 0; k < 1 << b.bits; ++k) {
+          std::vector<Bit> m{in.active[l], *is_read};
+          for (int i = 0; i < b.bits; ++i) m.push_back((k >> i) & 1 ? low[l][2 + i] : !low[l][2 + i]);
           if (!compact) m.push_back(s ? in.shared : !in.shared);
-          mb.select(m, kOne, out(en[l][s * kBanks + k]));
+          mb.select(m, kOne, out(en[l][b.first + k]));
         }
+      }
     }
     QGPU_RETURN_IF_ERROR(mb.commit(owner + ".read_en"));
   }
 
-  // --- Reads: one port per lane, bank and space, all of a lane's ports into one 32-bit
-  // field (ram_read_shared: the enables are one-hot, so only the addressed bank adds its
-  // row and the field is the lane's word right after the Gated DeltaNet).
+  // --- Reads: one port per lane and bank, all of a lane's ports into one 32-bit field
+  // (ram_read_shared: the enables are one-hot, so only the addressed bank adds its row
+  // and the field is the lane's word right after the Gated DeltaNet). A bank's row is
+  // the word without its bank bits (7 bits; kCompact: 6 and the space).
   std::array<Word, kLanes> r;
   for (int l = 0; l < kLanes; ++l) {
     QGPU_RETURN_IF_ERROR(c.declare_one_hot(en[l]));
-    Word key = slice(word[l], 2, word_bits - 2);
-    if (compact) key.push_back(in.shared);
     std::vector<weights::RamReadSpec> ports;
-    for (int s = 0; s < spaces; ++s)
-      for (int k = 0; k < kBanks; ++k) ports.push_back({rams.rams[s * kBanks + k], key, en[l][s * kBanks + k], 0});
+    for (int s = 0; s < spaces; ++s) {
+      const Banks b = banks_of(rams.layout, s == 1);
+      Word key = slice(word[l], b.bits, std::min(kRowBits, word_bits - b.bits));
+      if (compact) key.push_back(in.shared);
+      for (int k = 0; k < 1 << b.bits; ++k) ports.push_back({rams.rams[b.first + k], key, en[l][b.first + k], 0});
+    }
     auto f = c.ram_read_shared(owner, lane_name(l) + ".ld_value", ports);
     if (!f) return f.status();
     r[l] = *f;

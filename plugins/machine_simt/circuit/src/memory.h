@@ -2,15 +2,18 @@
 // written by WMEM tokens, and one memory instruction (ld, st, atom.*) of a
 // whole warp on an EXEC token, lanes combined in lane order (docs/ISA.md §5).
 //
-// Banks: word w of a space lives in bank w & 3, row w >> 2, so one WMEM token
-// writes up to 4 consecutive words (one per bank). Two layouts:
-//  * kProtocol (docs/PROTOCOL.md §2): 512 words per space, one set of 4 bank
-//    RAMs (128 rows) per space: 32 read heads (4 lanes × 4 banks × 2 spaces),
-//    i.e. two Gated DeltaNet layers.
+// Banks: one WMEM token writes up to 4 consecutive words, so a space is held by
+// banks of 128 rows selected by the word's low bits. Three layouts:
+//  * kStandard: 512 words per space, 4 bank RAMs per space (bank w & 3, row
+//    w >> 2): 32 read heads (4 lanes × 4 banks × 2 spaces), i.e. two Gated
+//    DeltaNet layers.
+//  * kWide: 1,024 words of global memory in 8 banks (bank w & 7, row w >> 3) and
+//    shared memory as kStandard: 48 read heads, three layers.
 //  * kCompact: 256 words per space, both spaces in the same 4 bank RAMs (row =
-//    space·64 + (w >> 2)): 16 read heads, one layer shorter. The machine's
-//    default sizes (126 global + 32 shared words) fit it.
-//
+//    space·64 + (w >> 2)): 16 read heads, one layer. The plugin's default sizes
+//    (126 global + 32 shared words) fit it.
+// The token layout addresses 1,024 global words (docs/PROTOCOL.md); a layout with
+// fewer refuses the WMEM rows past its words.
 // The EXEC-token unit applies the lanes in lane order as a chain: lane j's
 // operation f_j(x) = f(x, b_j, c_j) on x = B_j, the word as the earlier lanes
 // left it (B_j = `loaded`: A_k of the latest earlier active lane k on the same
@@ -18,12 +21,13 @@
 // every opcode (layer 1: an adder's group sums, or x op b, x ± 1, and the
 // group generate/propagate bits of x + b or of a comparison; layer 2: A_j and,
 // in the same MLP, B_{j+1}). Only one lane's intermediates are live at a time.
-// Schedule (both layouts; kProtocol's lanes 2-3 read in GDN 3, in time):
+// Schedule (every layout; the reads that do not fit GDN 2's heads follow, in time):
 //  MLP 0-1  x = a + imm (bits 2.. are the word; the bank bits are final after
 //           MLP 0, so the read enables follow in MLP 1); opcode classes
-//  GDN 2    4 lanes × 4 banks (× 2 spaces) read ports z-gated by (lane active ∧
-//           reading opcode ∧ bank = x[3:2]), each lane's ports writing one shared
-//           field (ram_read_shared under the one-hot enables): `ld_value`
+//  GDN 2    4 lanes × every bank read ports z-gated by (lane active ∧ reading
+//           opcode ∧ bank = x[3:2], or x[4:2] for kWide's global banks ∧ space),
+//           each lane's ports writing one shared field (ram_read_shared under the
+//           one-hot enables): `ld_value`
 //  MLP 2    lane 0 layer 1 (and loaded_0); same-word bits e_jl (low word bits
 //           compared in MLP 1)
 //  MLP 3..8 lane 0 layer 2 (loaded_1) and `writes`, lane 1 layers 1-2
@@ -46,10 +50,21 @@
 
 namespace qgpu::simt::circuit {
 
-enum class MemoryLayout { kProtocol, kCompact };
+enum class MemoryLayout { kStandard, kWide, kCompact };
 
-// Words per space of a layout: 512 (kProtocol) or 256 (kCompact).
+// Words of global memory of a layout: 512 (kStandard), 1,024 (kWide), 256 (kCompact).
 int memory_words(MemoryLayout layout);
+// Words of shared memory of a layout: 512, 512, 256.
+int shared_memory_words(MemoryLayout layout);
+// The smallest layout that holds `global_words` and `shared_words` (kStandard or kWide),
+// or an error naming the limit.
+sdk::Expected<MemoryLayout> memory_layout_for(int global_words, int shared_words);
+// The bank RAM and its row that hold word `word` of a space (host read-back).
+struct BankRow {
+  int ram = 0;  // index into MemoryRams::rams
+  int row = 0;
+};
+BankRow bank_row(MemoryLayout layout, bool shared, int word);
 
 struct MemoryIn {
   weights::Bit enable;                           // exec.is: the token executes the block's memory instruction
@@ -67,8 +82,8 @@ struct MemoryIn {
 };
 
 struct MemoryLane {
-  weights::Word word;      // word address (x >> 2, wrapped to the space: 9 or 8 bits)
-  weights::Word ld_value;  // M[x] for ld and atomics of an active lane, else 0: after GDN 2 (kProtocol lanes 2-3: 3)
+  weights::Word word;      // word address (x >> 2, wrapped to the layout: 9, 10 or 8 bits)
+  weights::Word ld_value;  // M[x] for ld and atomics of an active lane, else 0: after the read heads
   weights::Word loaded;    // ld: M[x]; atomics: the old value in lane order; else 0
   weights::Bit writes;     // the last active lane in lane order that writes its word
   weights::Word value;     // where `writes`: the word's final value; else 0
@@ -80,9 +95,9 @@ struct MemoryLane {
 // records.h's build_wmem_write (one set per circuit, shared by every memory
 // unit instance).
 struct MemoryRams {
-  MemoryLayout layout = MemoryLayout::kProtocol;
+  MemoryLayout layout = MemoryLayout::kStandard;
   WmemWrite write;        // the write ports' fields (layer 0); kCompact uses bank_enable
-  std::vector<int> rams;  // kProtocol: space·4 + bank; kCompact: bank
+  std::vector<int> rams;  // the global banks, then the shared ones (kCompact: the 4 banks)
 };
 
 struct Memory {
@@ -90,8 +105,8 @@ struct Memory {
   std::array<MemoryLane, kProtoLanes> lane;
 };
 
-// The RAMs and their WMEM write ports (build_wmem_write on `records`). With
-// kCompact, token_inputs refuses WMEM rows past its 256 words.
+// The RAMs and their WMEM write ports (build_wmem_write on `records`);
+// token_inputs refuses WMEM rows past the layout's words.
 sdk::Expected<MemoryRams> build_memory_rams(weights::Circuit& c, MemoryLayout layout, Records& records);
 
 // Adds one EXEC-token memory unit over `rams` to `c` (its fields are named

@@ -20,6 +20,7 @@ using weights::Word;
 constexpr int kBlockBits = kProtoBlockBits;
 constexpr int kWarpBits = 3;   // log2(kProtoWarps)
 constexpr int kRowBits = 7;    // ROM / LIVE block or WREG register | warp << 4
+constexpr int kWmemRowBits = kProtoWordBits - 2;  // a WMEM record's first row: word >> 2
 static_assert(kBlockBits <= kRowBits);
 constexpr double kK = weights::kGain;
 static_assert(kProtoBlocks == 1 << kBlockBits && kProtoWarps == 1 << kWarpBits);
@@ -332,13 +333,16 @@ sdk::Expected<WmemWrite> build_wmem_write(Circuit& c, Records& rec) {
     return [m](const Record& r) -> sdk::Expected<std::uint64_t> { return wmem_plan(r).*m; };
   };
   // The record's first row shares rec.row (a token is one kind).
-  rec.bind(RecordKind::kWmem, rec.row, [](const Record& r) -> sdk::Expected<std::uint64_t> { return r.word >> 2; });
+  // Its bits 0-6, that is: a global word from 512 on has the row's bit 7 in a field of its own.
+  rec.bind(RecordKind::kWmem, rec.row,
+           [](const Record& r) -> sdk::Expected<std::uint64_t> { return (r.word >> 2) & ((1u << kRowBits) - 1); });
+  auto row7 = field("row7", 1, [](const Record& r) -> sdk::Expected<std::uint64_t> { return r.word >> (kRowBits + 2); });
   auto shared = field("shared", 1, [](const Record& r) -> sdk::Expected<std::uint64_t> { return r.shared ? 1 : 0; });
   auto wrap = field("wrap", kProtoLanes, plan(&WmemPlan::wrap));
   auto zero = field("zero", kProtoLanes, plan(&WmemPlan::zero));
   auto byte = field("byte", 2, plan(&WmemPlan::byte));
   auto word = field("word", 1, plan(&WmemPlan::word));
-  for (const auto* f : {&shared, &wrap, &zero, &byte, &word})
+  for (const auto* f : {&row7, &shared, &wrap, &zero, &byte, &word})
     if (!*f) return f->status();
   std::array<Word, 3> lo_in, hi_in;
   for (int p = 0; p < 3; ++p) {
@@ -356,14 +360,14 @@ sdk::Expected<WmemWrite> build_wmem_write(Circuit& c, Records& rec) {
       hi_in[p] = *hi;
     }
   }
-  // --- Layer 0's Gated DeltaNet: per lag p, lo_p | hi_p | wrap | shared | byte(p) | word(2):
-  // 14, 15 and 9 bits (one head each). The first row is rec.row in the records' window.
+  // --- Layer 0's Gated DeltaNet: per lag p, lo_p | hi_p | wrap | shared | byte(p) | word(2) | row7:
+  // 15, 16 and 10 bits (one head each). The first row is rec.row in the records' window and row7.
   struct Lag {
     Word lo, hi, wrap, row;
     Bit shared;
   };
   std::array<Lag, 4> at;  // at[0]: the current token (a zero-format header); at[p]: lag p
-  at[0] = Lag{*zero, {}, *wrap, rec.row, (*shared)[0]};
+  at[0] = Lag{*zero, {}, *wrap, concat(rec.row, *row7), (*shared)[0]};
   Bit byte1{}, byte2{}, word2{};
   for (int p = 0; p < 3; ++p) {
     Word src = lo_in[p];
@@ -372,6 +376,7 @@ sdk::Expected<WmemWrite> build_wmem_write(Circuit& c, Records& rec) {
     src.push_back((*shared)[0]);
     if (p < 2) src.push_back((*byte)[p]);
     if (p == 1) src.push_back((*word)[0]);
+    src.push_back((*row7)[0]);
     auto w = c.previous("wmem.lag" + std::to_string(p + 1), src, p + 1, std::nullopt);
     if (!w) return w.status();
     const int nhi = static_cast<int>(hi_in[p].size());
@@ -381,6 +386,7 @@ sdk::Expected<WmemWrite> build_wmem_write(Circuit& c, Records& rec) {
     l.wrap = slice(*w, kProtoLanes + nhi, kProtoLanes);
     l.shared = (*w)[static_cast<std::size_t>(2 * kProtoLanes + nhi)];
     l.row = slice(rec.window[p], 0, kRowBits);
+    l.row.push_back(w->back());
     const std::size_t flags = static_cast<std::size_t>(2 * kProtoLanes + nhi + 1);
     if (p == 0) byte1 = (*w)[flags];
     if (p == 1) byte2 = (*w)[flags], word2 = (*w)[flags + 1];
@@ -398,7 +404,7 @@ sdk::Expected<WmemWrite> build_wmem_write(Circuit& c, Records& rec) {
   const Word& cur = rec.data_value;
   const Word d1 = slice(rec.window[0], kRowBits, kDataBits);  // the DATA payload at lag 1
   for (int b = 0; b < kProtoLanes; ++b) {
-    auto row = c.computed("wmem", "row" + std::to_string(b), kRowBits + 1);
+    auto row = c.computed("wmem", "row" + std::to_string(b), kWmemRowBits + 1);
     auto val = c.computed("wmem", "value" + std::to_string(b), 32);
     if (!row || !val) return sdk::invalid_argument("wmem: the write fields are declared twice (one per circuit)");
     out.row[b] = *row;
@@ -423,13 +429,13 @@ sdk::Expected<WmemWrite> build_wmem_write(Circuit& c, Records& rec) {
       for (int s = 0; s < 2; ++s)
         op.neurons.push_back(gated(with({Term{s ? l.shared : !l.shared, 1}}), -3, kUpOne,
                                    out.enable[static_cast<std::size_t>(s * 4 + b)]));
-      for (int j = 0; j < kRowBits; ++j) {
+      for (int j = 0; j < kWmemRowBits; ++j) {
         op.neurons.push_back(gated(role, -1, up_bit(l.row[j]), (*row)[j]));
         std::vector<Term> carry{Term{l.wrap[b], 1}};
         for (int k = 0; k < j; ++k) carry.push_back(Term{l.row[k], 1});
         op.neurons.push_back(gated(with(carry), 1 - 2 * (2 + j), Affine{{Term{l.row[j], -2}}, 1}, (*row)[j]));
       }
-      op.neurons.push_back(gated(with({Term{l.shared, 1}}), -3, kUpOne, (*row)[kRowBits]));
+      op.neurons.push_back(gated(with({Term{l.shared, 1}}), -3, kUpOne, (*row)[kWmemRowBits]));
     }
     op.neurons.push_back(gated(any, -1, kUpOne, out.bank_enable[b]));
     // The value, as for a WREG lane (records' layer 0 MLP): low byte / half, high byte,

@@ -67,12 +67,14 @@ inline constexpr std::array<unsigned, 3> kWregLoLanes = {0b1111, 0b1111, 0b1100}
 inline constexpr std::array<unsigned, 3> kWregHiLanes = {0b1110, 0b1000, 0b0000};
 
 // The memory-bank write of the token that completes WMEM words (layer 0's MLP,
-// build_wmem_write): bank b holds word w where w & 3 = b, at row w >> 2.
+// build_wmem_write): word w goes through port w & 3 with row w >> 2 (a record's up to 4
+// consecutive words take 4 different ports); memory.h's layouts map a port's row to a
+// bank RAM and a row of it.
 struct WmemWrite {
-  std::array<weights::Word, 4> row;    // per bank, 8 bits: (word >> 2) in bits 0-6, the space (1 = shared) in bit 7
-  weights::Word enable;                // 8 bits: space·4 + bank
-  weights::Word bank_enable;           // 4 bits: bank, either space
-  std::array<weights::Word, 4> value;  // per bank, 32 bits (0 where the bank is not written)
+  std::array<weights::Word, 4> row;    // per port, 9 bits: (word >> 2) in bits 0-7, the space (1 = shared) in bit 8
+  weights::Word enable;                // 8 bits: space·4 + port
+  weights::Word bank_enable;           // 4 bits: port, either space
+  std::array<weights::Word, 4> value;  // per port, 32 bits (0 where the port does not write)
 };
 
 // The launch-constant latch write of a LAUNCH record's DATA token (header at lag 1):

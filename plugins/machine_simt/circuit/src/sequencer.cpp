@@ -20,7 +20,7 @@ using weights::Term;
 using weights::Word;
 
 constexpr const char* kOwner = "seq";
-constexpr int kHdrBits = 14;  // the union of the current record's header fields
+constexpr int kHdrBits = kProtoWordBits + 5;  // the union of the current record's header fields (WMEM: word, count, format)
 constexpr int kLagBits = 3 + kHdrBits;
 const Affine kOne{{}, 1};
 
@@ -108,7 +108,7 @@ sdk::Expected<SequencerOut> build_sequencer(Circuit& c, const SequencerIn& in, R
                                   });
   if (!hdr) return hdr.status();
   rec.bind(RecordKind::kWmem, *hdr, [](const Record& r) -> sdk::Expected<std::uint64_t> {
-    return r.word | r.count << 9 | static_cast<std::uint32_t>(r.format) << 12;
+    return r.word | r.count << kProtoWordBits | static_cast<std::uint32_t>(r.format) << (kProtoWordBits + 3);
   });
   rec.bind(RecordKind::kSched, *hdr, [](const Record& r) -> sdk::Expected<std::uint64_t> {
     return r.lanes | r.warp << 4;
@@ -302,9 +302,9 @@ sdk::Expected<SequencerOut> build_sequencer(Circuit& c, const SequencerIn& in, R
   sin.wreg_reg = slice(*cur_hdr, 0, 4);
   sin.wreg_lanes = slice(*cur_hdr, 4, 4);
   sin.wreg_format = slice(*cur_hdr, 8, 2);
-  sin.wmem_word = slice(*cur_hdr, 0, 9);
-  sin.wmem_count = slice(*cur_hdr, 9, 3);
-  sin.wmem_format = slice(*cur_hdr, 12, 2);
+  sin.wmem_word = slice(*cur_hdr, 0, kProtoWordBits);
+  sin.wmem_count = slice(*cur_hdr, kProtoWordBits, 3);
+  sin.wmem_format = slice(*cur_hdr, kProtoWordBits + 3, 2);
   sin.sched_lanes = slice(*cur_hdr, 0, 4);
   sin.sched_warp = slice(*cur_hdr, 4, 3);
   sin.warp = warp;

@@ -23,10 +23,10 @@
 //   pend.ctl    scheduler groups, control record, the EXEC's warp (constant bits of the
 //               groups, e.g. a CTA group's warp, status and block, are not stored);
 //   pend.wreg   the WREG plan: records per slot, follow / first / last (175 bits, 6 heads);
-//   pend.wmem   the WMEM plan: records and words (78 bits, 3 heads).
+//   pend.wmem   the WMEM plan: records and words (83 bits, 3 heads).
 //
-// Together 999 bits in 33 value heads; with the 3 window heads (seq.lag1..3,
-// 17 bits each) the unit uses 36 q/k heads (one value head each at 2B shapes).
+// Together 1,004 bits in 33 value heads; with the 3 window heads (seq.lag1..3,
+// 18 bits each) the unit uses 36 q/k heads (one value head each at 2B shapes).
 //
 // Schedule when every input is in the embedding (the test): layer 0 window
 // reads + pend.dest, the identity MLP and the plans' first layers; layer 1 the
@@ -35,9 +35,9 @@
 // its second: 8 layers, the EXEC's NextToken after the WMEM plan's 6 MLPs + 2.
 //
 // Identity (one MLP after layer 0's window reads): is_wreg / is_wmem / is_sched,
-// the DATA index, the header fields of the current record (a 14-bit union
-// field: WREG reg | lanes << 4 | format << 8, WMEM word | count << 9 | format
-// << 12, SCHED lanes), the enable (EXEC or one of those) and the window select.
+// the DATA index, the header fields of the current record (a 15-bit union
+// field: WREG reg | lanes << 4 | format << 8, WMEM word | count << 10 | format
+// << 13, SCHED lanes), the enable (EXEC or one of those) and the window select.
 // Its neurons are selectors over record-kind bits: exactly 0 on every other token.
 #pragma once
 

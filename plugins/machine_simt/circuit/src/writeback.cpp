@@ -323,13 +323,15 @@ void data_chunks(MlpBuilder& mb, const std::vector<Bit>& match, const Word& src,
 
 sdk::Expected<WmemPlan> build_wmem_plan(Circuit& c, const MemWriteIn& in) {
   for (int l = 0; l < kProtoLanes; ++l)
-    if (in.word[l].size() != 9 || in.value[l].size() != 32)
-      return sdk::invalid_argument("wmem plan: words are 9 bits and values 32 bits");
+    if (in.word[l].size() != kProtoWordBits || in.value[l].size() != 32)
+      return sdk::invalid_argument("wmem plan: words are " + std::to_string(kProtoWordBits) +
+                                   " bits and values 32 bits");
   WmemPlan plan;
   plan.shared = in.shared;
   c.push_enable(in.enable);
   auto lo = [&](int l) { return slice(in.word[l], 0, 4); };
-  auto hi = [&](int l) { return slice(in.word[l], 4, 5); };
+  constexpr int kHiBits = kProtoWordBits - 4;
+  auto hi = [&](int l) { return slice(in.word[l], 4, kHiBits); };
   // Layer 1: comparisons of the word halves, value classes.
   auto pair = c.computed(kOwner, "m.pair", 6 * 3);  // per s < t: hi_lt, hi_eq, lo_lt
   if (!pair) return pair.status();
@@ -347,7 +349,7 @@ sdk::Expected<WmemPlan> build_wmem_plan(Circuit& c, const MemWriteIn& in) {
         if (s < t) {
           pidx[s][t] = p;
           std::vector<Term> dh, dl;
-          for (int j = 0; j < 5; ++j) {
+          for (int j = 0; j < kHiBits; ++j) {
             dh.push_back(Term{hi(t)[j], static_cast<double>(1 << j)});
             dh.push_back(Term{hi(s)[j], -static_cast<double>(1 << j)});
           }
@@ -428,7 +430,7 @@ sdk::Expected<WmemPlan> build_wmem_plan(Circuit& c, const MemWriteIn& in) {
   {
     MlpBuilder mb(c);
     for (int j = 0; j < 4; ++j) {
-      auto w = c.computed(kOwner, "m.pos" + std::to_string(j) + ".word", 9);
+      auto w = c.computed(kOwner, "m.pos" + std::to_string(j) + ".word", kProtoWordBits);
       if (!w) return w.status();
       pword[j] = *w;
       auto v = c.computed(kOwner, "m.pos" + std::to_string(j) + ".value", 32);
@@ -437,7 +439,7 @@ sdk::Expected<WmemPlan> build_wmem_plan(Circuit& c, const MemWriteIn& in) {
       for (int l = 0; l < 4; ++l) {
         const auto m = pos_is(j, l);
         for (int b = 0; b < 3; ++b) mb.select(m, bit_of(cls[l][b]), out((*pcls)[3 * j + b]));
-        for (int b = 0; b < 9; ++b) mb.select(m, bit_of(in.word[l][b]), out(pword[j][b]));
+        for (int b = 0; b < kProtoWordBits; ++b) mb.select(m, bit_of(in.word[l][b]), out(pword[j][b]));
         for (int b = 0; b < 32; ++b) mb.select(m, bit_of(in.value[l][b]), out(plan.pos_value[j][b]));
         if (j + 1 < 4)
           for (int t = 0; t < 4; ++t)
@@ -502,20 +504,20 @@ sdk::Expected<WmemPlan> build_wmem_plan(Circuit& c, const MemWriteIn& in) {
   // Layer 6: each record's first word, and the last record's.
   {
     MlpBuilder mb(c);
-    auto last = c.computed(kOwner, "m.last.word", 9);
+    auto last = c.computed(kOwner, "m.last.word", kProtoWordBits);
     if (!last) return last.status();
     plan.last_word = *last;
     for (int r = 0; r < kWmRecords; ++r) {
-      auto w = c.computed(kOwner, "m.rec" + std::to_string(r) + ".word", 9);
+      auto w = c.computed(kOwner, "m.rec" + std::to_string(r) + ".word", kProtoWordBits);
       if (!w) return w.status();
       plan.rec_word[r] = *w;
       for (int j = 0; j < 4; ++j) {
         const auto m =
             std::vector<Bit>{plan.rec_valid[r]} + weights::spells(plan.rec_start[r], static_cast<std::uint32_t>(j));
-        for (int b = 0; b < 9; ++b) mb.select(m, bit_of(pword[j][b]), out((*w)[b]));
+        for (int b = 0; b < kProtoWordBits; ++b) mb.select(m, bit_of(pword[j][b]), out((*w)[b]));
         auto ml = m;
         if (r + 1 < kWmRecords) ml.push_back(!plan.rec_valid[r + 1]);
-        for (int b = 0; b < 9; ++b) mb.select(ml, bit_of(pword[j][b]), out((*last)[b]));
+        for (int b = 0; b < kProtoWordBits; ++b) mb.select(ml, bit_of(pword[j][b]), out((*last)[b]));
       }
     }
     QGPU_RETURN_IF_ERROR(mb.commit(std::string(kOwner) + ".m.words"));
@@ -546,7 +548,7 @@ sdk::Expected<NextToken> build_successor(Circuit& c, const WregPlan& wreg, const
     for (const Word& w : *window)
       if (w.size() != 32) return sdk::invalid_argument("successor: window values are 32 bits");
   if (in.wreg_reg.size() != 4 || in.wreg_lanes.size() != 4 || in.wreg_format.size() != 2 || in.index.size() != 2 ||
-      in.wmem_word.size() != 9 || in.wmem_count.size() != 3 || in.wmem_format.size() != 2 ||
+      in.wmem_word.size() != kProtoWordBits || in.wmem_count.size() != 3 || in.wmem_format.size() != 2 ||
       in.sched_lanes.size() != 4 || in.warp.size() != 3)
     return sdk::invalid_argument("successor: header fields have the wrong widths");
   c.push_enable(in.enable);
@@ -583,7 +585,7 @@ sdk::Expected<NextToken> build_successor(Circuit& c, const WregPlan& wreg, const
     QGPU_RETURN_IF_ERROR(equal_into(mb, last, cur, (*wlast)[0]));
     for (int r = 0; r <= kWmRecords; ++r) {
       const Word& w = r < kWmRecords ? wmem.rec_word[r] : wmem.last_word;
-      QGPU_RETURN_IF_ERROR(diff_is(mb, slice(w, 4, 5), slice(in.wmem_word, 4, 5), 0, (*msel)[2 * r]));
+      QGPU_RETURN_IF_ERROR(diff_is(mb, slice(w, 4, kProtoWordBits - 4), slice(in.wmem_word, 4, kProtoWordBits - 4), 0, (*msel)[2 * r]));
       QGPU_RETURN_IF_ERROR(diff_is(mb, slice(w, 0, 4), slice(in.wmem_word, 0, 4), 0, (*msel)[2 * r + 1]));
     }
     // A SCHED header is group g's when its lanes (and the warp, where g names one) are g's.
@@ -632,7 +634,7 @@ sdk::Expected<NextToken> build_successor(Circuit& c, const WregPlan& wreg, const
   t.wmem_shared = (*wshared)[0];
   for (const Spec& sp : {Spec{&t.warp, "next.warp", 3}, Spec{&t.wreg_reg, "next.wreg.reg", 4},
                          Spec{&t.wreg_lanes, "next.wreg.lanes", 4}, Spec{&t.wreg_format, "next.wreg.format", 2},
-                         Spec{&t.wmem_word, "next.wmem.word", 9}, Spec{&t.wmem_count, "next.wmem.count", 3},
+                         Spec{&t.wmem_word, "next.wmem.word", kProtoWordBits}, Spec{&t.wmem_count, "next.wmem.count", 3},
                          Spec{&t.wmem_format, "next.wmem.format", 2}, Spec{&t.sched_lanes, "next.sched.lanes", 4},
                          Spec{&t.sched_status, "next.sched.status", 2}, Spec{&t.sched_block, "next.sched.block", kProtoBlockBits},
                          Spec{&t.exec_block, "next.exec.block", kProtoBlockBits}, Spec{&t.exec_lanes, "next.exec.lanes", 4},

@@ -64,19 +64,19 @@ sdk::Expected<WregPlan> build_wreg_plan(weights::Circuit& c, const WregPlanIn& i
 
 // Memory words an EXEC writes back (from the memory unit): per lane, whether
 // the lane's word is written (the lane is the last writer of that word), the
-// word (9 bits) and its final value; one space for the whole block.
+// word (kProtoWordBits) and its final value; one space for the whole block.
 struct MemWriteIn {
   weights::Bit enable;  // the EXEC token
   weights::Bit shared;
   std::array<weights::Bit, kProtoLanes> writes;
-  std::array<weights::Word, kProtoLanes> word;   // 9 bits
+  std::array<weights::Word, kProtoLanes> word;   // kProtoWordBits
   std::array<weights::Word, kProtoLanes> value;  // 32 bits
 };
 
 struct WmemHeader {
   weights::Bit valid;
   weights::Bit shared;
-  weights::Word word;    // 9 bits
+  weights::Word word;    // kProtoWordBits
   weights::Word count;   // 3 bits (1..4)
   weights::Word format;  // 2 bits
 };
@@ -90,7 +90,7 @@ struct WmemPlan {
   weights::Bit shared;
   std::array<weights::Word, kProtoLanes> pos_value;  // values in ascending word order
   std::array<weights::Bit, kWmRecords> rec_valid;
-  std::array<weights::Word, kWmRecords> rec_start, rec_count, rec_format, rec_word;  // 2, 3, 2, 9 bits
+  std::array<weights::Word, kWmRecords> rec_start, rec_count, rec_format, rec_word;  // 2, 3, 2, kProtoWordBits bits
   weights::Word last_word;  // the last record's word (identifies it)
 };
 
@@ -122,7 +122,7 @@ struct SuccessorIn {
   weights::Bit is_sched;
   weights::Word index;                               // 2 bits: 0 = the header, i = its i-th DATA token
   weights::Word wreg_reg, wreg_lanes, wreg_format;   // 4, 4, 2 bits
-  weights::Word wmem_word, wmem_count, wmem_format;  // 9, 3, 2 bits
+  weights::Word wmem_word, wmem_count, wmem_format;  // kProtoWordBits, 3, 2 bits
   weights::Word sched_lanes;                         // 4 bits
   weights::Word sched_warp;  // 3 bits: the SCHED header's warp (read where a group names its warp)
   weights::Word warp;        // 3 bits: the EXEC's warp (WREG and SCHED headers carry it)
@@ -134,7 +134,7 @@ struct NextToken {
   weights::Word warp;                               // WREG, SCHED, EXEC: 3 bits
   weights::Word wreg_reg, wreg_lanes, wreg_format;  // 4, 4, 2
   weights::Bit wmem_shared;
-  weights::Word wmem_word, wmem_count, wmem_format;      // 9, 3, 2
+  weights::Word wmem_word, wmem_count, wmem_format;      // kProtoWordBits, 3, 2
   weights::Word sched_lanes, sched_status, sched_block;  // 4, 2, kProtoBlockBits
   weights::Word exec_block, exec_lanes;                  // kProtoBlockBits, 4
   weights::Word cta_index;                               // 7

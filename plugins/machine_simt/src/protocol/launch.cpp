@@ -48,7 +48,7 @@ sdk::Status check_protocol_limits(const Program& p) {
   const std::int64_t warps = (p.shape.block + kProtoLanes - 1) / kProtoLanes;
   if (warps > kProtoWarps) return over("warps per thread block", warps, kProtoWarps);
   if (p.shape.grid > kProtoCtas) return over("thread blocks", p.shape.grid, kProtoCtas);
-  if (p.shared_words_used > kProtoWords) return over("shared words", p.shared_words_used, kProtoWords);
+  if (p.shared_words_used > kProtoSharedWords) return over("shared words", p.shared_words_used, kProtoSharedWords);
   return {};
 }
 
@@ -282,11 +282,11 @@ sdk::Expected<std::vector<Record>> encode_prompt(const Program& p, const std::ve
   QGPU_RETURN_IF_ERROR(check_protocol_limits(p));
   auto layout = layout_arguments(p, args);
   if (!layout) return layout.error();
-  if (layout->total_words > kProtoWords)
+  if (layout->total_words > kProtoGlobalWords)
     return sdk::limit_exceeded("kernel '" + p.kernel_name + "': token protocol: the launch's arrays need " +
                                std::to_string(layout->total_words) + " words, the token layout addresses " +
-                               std::to_string(kProtoWords) + " (over by " +
-                               std::to_string(layout->total_words - kProtoWords) + ")");
+                               std::to_string(kProtoGlobalWords) + " (over by " +
+                               std::to_string(layout->total_words - kProtoGlobalWords) + ")");
   std::vector<Record> out;
   out.push_back(launch_record(p.shape.block, p.shape.grid));
   out.push_back(cta_record(0));

@@ -19,6 +19,10 @@ constexpr int kSchedExited = 3 * kProtoBlocks;     // after running, barrier eve
 constexpr int kSchedStates = kSchedExited + 1;
 constexpr int kFormats = 4;
 
+std::uint32_t space_words(bool shared) {
+  return shared ? kProtoSharedWords : kProtoGlobalWords;
+}
+
 // clang-format off
 constexpr std::array<std::int64_t, kRecordKinds> kRows = {
     1,                                                        // HALT
@@ -29,7 +33,7 @@ constexpr std::array<std::int64_t, kRecordKinds> kRows = {
     kProtoBlocks * kProtoWarps * kMasks,                      // EXEC
     kSchedStates * kProtoWarps * kMasks,                      // SCHED
     kProtoWarps * (kProtoRegisters - 1) * kMasks * kFormats,  // WREG
-    2 * kProtoWords * kProtoRunWords * kFormats,              // WMEM
+    (kProtoGlobalWords + kProtoSharedWords) * kProtoRunWords * kFormats,  // WMEM
     kProtoBlocks * kProtoRowsPerBlock * 2,                    // ROM (two halves per row)
     kProtoBlocks + 1,                                         // LIVE (blocks, then exited)
     std::int64_t{1} << kDataBits,                             // DATA
@@ -157,8 +161,9 @@ sdk::Status append_tokens(const Record& r, std::int64_t base, std::vector<std::i
     case RecordKind::kWmem:
       if (r.count == 0 || r.count > kProtoRunWords)
         return sdk::invalid_argument("WMEM record: " + std::to_string(r.count) + " words (1 to 4)");
-      if (r.word + r.count > kProtoWords) return field_error(r, "last word", r.word + r.count - 1, kProtoWords - 1);
-      index = ((std::int64_t{r.shared} * kProtoWords + r.word) * kProtoRunWords + (r.count - 1)) * kFormats +
+      if (r.word + r.count > space_words(r.shared))
+        return field_error(r, "last word", r.word + r.count - 1, space_words(r.shared) - 1);
+      index = ((std::int64_t{r.shared ? kProtoGlobalWords : 0} + r.word) * kProtoRunWords + (r.count - 1)) * kFormats +
               static_cast<int>(r.format);
       break;
     case RecordKind::kRom:
@@ -267,12 +272,13 @@ sdk::Expected<Record> token_record(std::int64_t offset) {
     case RecordKind::kWmem:
       r.format = static_cast<ValueFormat>(x % kFormats), x /= kFormats;
       r.count = static_cast<std::uint32_t>(x % kProtoRunWords + 1), x /= kProtoRunWords;
-      r.word = static_cast<std::uint32_t>(x % kProtoWords), x /= kProtoWords;
-      r.shared = x != 0;
-      if (r.word + r.count > kProtoWords)
-        return sdk::invalid_argument("WMEM of " + std::to_string(r.count) + " words from word " +
-                                     std::to_string(r.word) + " runs past the last word " +
-                                     std::to_string(kProtoWords - 1) + " (a reserved row)");
+      r.shared = x >= kProtoGlobalWords;
+      r.word = static_cast<std::uint32_t>(r.shared ? x - kProtoGlobalWords : x);
+      if (r.word + r.count > space_words(r.shared))
+        return sdk::invalid_argument("WMEM of " + std::to_string(r.count) + " words from " +
+                                     (r.shared ? "shared" : "global") + " word " + std::to_string(r.word) +
+                                     " runs past the last word " + std::to_string(space_words(r.shared) - 1) +
+                                     " (a reserved row)");
       break;
     case RecordKind::kRom:
       r.half = static_cast<std::uint32_t>(x % 2), x /= 2;
