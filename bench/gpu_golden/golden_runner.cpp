@@ -81,8 +81,9 @@ std::vector<std::pair<std::string, Words>> launch_on_gpu(const Case& c, CUfuncti
       params[i] = &scalars[i];
     }
   }
-  check(cuLaunchKernel(fn, static_cast<unsigned>(c.launch.grid), 1, 1, static_cast<unsigned>(c.launch.block), 1, 1, 0,
-                       nullptr, params.data(), nullptr),
+  check(cuLaunchKernel(fn, static_cast<unsigned>(c.launch.grid), static_cast<unsigned>(c.launch.grid_y), 1,
+                       static_cast<unsigned>(c.launch.block), static_cast<unsigned>(c.launch.block_y), 1, 0, nullptr,
+                       params.data(), nullptr),
         "launch");
   check(cuCtxSynchronize(), "synchronize after the launch");
   std::vector<std::pair<std::string, Words>> out;

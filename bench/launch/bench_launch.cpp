@@ -173,7 +173,11 @@ class Bench {
     if (!specs) return fail(specs.error().to_string());
     auto args = core::bind_args(**kernel, *specs);
     if (!args) return fail(args.error().to_string());
-    const sdk::LaunchShape shape{static_cast<std::uint32_t>(c.launch.grid), static_cast<std::uint32_t>(c.launch.block)};
+    // LaunchShape's grid and block count every block and thread; the y extents are apart.
+    sdk::LaunchShape shape{static_cast<std::uint32_t>(c.launch.blocks()),
+                           static_cast<std::uint32_t>(c.launch.block_threads())};
+    shape.grid_y = static_cast<std::uint32_t>(c.launch.grid_y);
+    shape.block_y = static_cast<std::uint32_t>(c.launch.block_y);
     auto program = core::guarded_call(machine_name_, "lower()", [&] { return machine_->lower(**kernel, shape); });
     if (!program) return fail(program.error().to_string());
     // The options `qgpu-host run --records` passes (the suite sets none).
@@ -187,8 +191,8 @@ class Bench {
     row.name = c.name;
     row.kernel = (*kernel)->name;
     row.file = std::filesystem::path(file).filename().string();
-    row.grid = c.launch.grid;
-    row.block = c.launch.block;
+    row.grid = c.launch.blocks();
+    row.block = c.launch.block_threads();
     row.prompt_tokens = stat(*launch, "prompt_tokens");
     row.generated_tokens = stat(*launch, "generated_tokens");
     // Each generated record as `run --records` prints it: "EXEC B1 w0 0b0111  (1 token)".

@@ -92,6 +92,13 @@ Case make(std::string kernel, int grid, int block, std::vector<Arg> args, Refere
 Case make_named(std::string name, std::string kernel, int grid, int block, std::vector<Arg> args, Reference ref) {
   return make(std::move(name), kernel + ".cu", kernel, grid, block, std::move(args), std::move(ref));
 }
+// A case at the circuit's full sizes (Case::full_size); a 2-D launch when the y extents are not 1.
+Case full(Case c, int grid_y = 1, int block_y = 1) {
+  c.full_size = true;
+  c.launch.grid_y = grid_y;
+  c.launch.block_y = block_y;
+  return c;
+}
 Case reject(std::string name, std::string file, std::string kernel, int grid, int block, std::vector<Arg> args,
             std::string error_regex) {
   Case c = make(std::move(name), std::move(file), std::move(kernel), grid, block, std::move(args), nullptr);
@@ -781,6 +788,117 @@ void ref_unguarded(Launch& l) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// CUDA programs as CUDA programmers write them, at the circuit's full sizes (full_size cases).
+
+void ref_tiled_matmul(Launch& l) {
+  // Column by column of C, each entry an inner product of a row of A and a column of B in 64 bits.
+  auto &A = l.array("A"), &B = l.array("B"), &C = l.array("C");
+  const int M = l.scalar("M"), K = l.scalar("K"), N = l.scalar("N");
+  for (int c = 0; c < N; ++c) {
+    std::vector<std::int64_t> column(static_cast<std::size_t>(K));
+    for (int k = 0; k < K; ++k) column[k] = B.at(k * N + c);
+    for (int r = 0; r < M; ++r)
+      C.at(r * N + c) =
+          wrap(std::inner_product(A.begin() + r * K, A.begin() + (r + 1) * K, column.begin(), std::int64_t{0}));
+  }
+}
+
+void ref_histogram64(Launch& l) {
+  // Bin b counts the values in [4b, 4b + 3] (inputs are 0..255).
+  auto &pixels = l.array("pixels"), &hist = l.array("hist");
+  const auto first = pixels.begin(), last = pixels.begin() + l.scalar("n");
+  if (std::any_of(first, last, [](std::int32_t v) { return v < 0 || v > 255; }))
+    throw std::logic_error("histogram64 reference: pixels must be 0..255");
+  for (int b = 0; b < 64; ++b)
+    hist.at(b) += static_cast<std::int32_t>(
+        std::count_if(first, last, [&](std::int32_t v) { return v >= 4 * b && v < 4 * b + 4; }));
+}
+
+void ref_bitonic_sort(Launch& l) {
+  auto& keys = l.array("keys");
+  for (int b = 0; b < l.blocks(); ++b) std::sort(keys.begin() + 64 * b, keys.begin() + 64 * (b + 1));
+}
+
+void ref_radix_sort(Launch& l) {
+  auto& keys = l.array("keys");
+  const int bits = l.scalar("bits");
+  if (std::any_of(keys.begin(), keys.end(), [&](std::int32_t k) { return k < 0 || k >= (1 << bits); }))
+    throw std::logic_error("radix_sort reference: keys must fit in `bits` bits");
+  for (int b = 0; b < l.blocks(); ++b) std::sort(keys.begin() + 128 * b, keys.begin() + 128 * (b + 1));
+}
+
+void ref_compact(Launch& l) {
+  auto &in = l.array("in"), &out = l.array("out"), &count = l.array("count");
+  const int n = l.scalar("n"), chunk = l.scalar("chunk"), threshold = l.scalar("threshold");
+  for (int b = 0; b < l.blocks(); ++b) {
+    const int start = std::min(n, b * chunk), end = std::min(n, start + chunk);
+    const auto last = std::copy_if(in.begin() + start, in.begin() + end, out.begin() + start,
+                                   [&](std::int32_t x) { return x > threshold; });
+    count.at(b) = static_cast<std::int32_t>(last - (out.begin() + start));
+  }
+}
+
+void ref_scan_tiles(Launch& l) {
+  auto &x = l.array("x"), &sums = l.array("block_sums");
+  for (int b = 0; b < l.blocks(); ++b) {
+    const auto first = x.begin() + 128 * b;
+    sums.at(b) = wrap(std::accumulate(first, first + 128, std::int64_t{0}));
+    std::partial_sum(first, first + 128, first);
+  }
+}
+
+// CRC-32 (zlib's) of bytes, with the usual 256-entry table (the kernel works bit by bit).
+std::uint32_t crc32_bytes(const std::vector<std::uint8_t>& bytes) {
+  static const auto table = [] {
+    std::vector<std::uint32_t> t(256);
+    for (std::uint32_t n = 0; n < 256; ++n) {
+      std::uint32_t c = n;
+      for (int k = 0; k < 8; ++k) c = c & 1 ? 0xedb88320u ^ (c >> 1) : c >> 1;
+      t[n] = c;
+    }
+    return t;
+  }();
+  std::uint32_t c = 0xffffffffu;
+  for (std::uint8_t b : bytes) c = table[(c ^ b) & 0xff] ^ (c >> 8);
+  return ~c;
+}
+
+void ref_crc32_chunks(Launch& l) {
+  // The published check value of CRC-32: "123456789" -> 0xcbf43926.
+  if (crc32_bytes({'1', '2', '3', '4', '5', '6', '7', '8', '9'}) != 0xcbf43926u)
+    throw std::logic_error("crc32 reference: wrong check value");
+  auto &data = l.array("data"), &crc = l.array("crc");
+  const int words = l.scalar("words");
+  each_thread(l, [&](int i) {
+    std::vector<std::uint8_t> bytes;
+    for (int w = 0; w < words; ++w)
+      for (int k = 0; k < 4; ++k) bytes.push_back(static_cast<std::uint8_t>(u(data.at(i * words + w)) >> (8 * k)));
+    crc.at(i) = s(crc32_bytes(bytes));
+  });
+}
+
+void ref_conv1d(Launch& l) {
+  auto &in = l.array("in"), &w = l.array("w"), &out = l.array("out");
+  const int n = l.scalar("n");
+  // Scatter form: every input adds its contribution to the outputs it reaches.
+  std::vector<std::int64_t> acc(static_cast<std::size_t>(n), 0);
+  for (int j = 0; j < n; ++j)
+    for (int k = 0; k < 7; ++k) {
+      const int i = j - k + 3;  // in[j] is in[i + k - 3]
+      if (i >= 0 && i < n) acc[i] += std::int64_t{w.at(k)} * in.at(j);
+    }
+  for (int i = 0; i < n; ++i) out.at(i) = wrap(acc[i]);
+}
+
+// Words holding the bytes of a string, little-endian, padded with zeros to whole words.
+Words text_words(std::string_view text) {
+  Words w((text.size() + 3) / 4, 0);
+  for (std::size_t i = 0; i < text.size(); ++i)
+    w[i / 4] = s(u(w[i / 4]) | std::uint32_t{static_cast<unsigned char>(text[i])} << (8 * (i % 4)));
+  return w;
+}
+
+// ---------------------------------------------------------------------------------------------
 
 std::vector<Case> build_cases() {
   std::vector<Case> t;
@@ -1016,6 +1134,59 @@ std::vector<Case> build_cases() {
   t.push_back(make_named("unguarded_copy_exact", "unguarded_copy", 2, 4,
                          {arr("in", rnd(8, 41, -9, 9)), zeros("out", 8)}, ref_unguarded));
 
+  // CUDA programs as written for a GPU, at the circuit's full sizes (configs/simt_qwen2b.yaml).
+  {
+    // Pixels 0..254 in two clusters, dark (about 64) and bright (about 192, every third pixel): the
+    // sum of two uniform values 0..63, plus 128 for the bright ones.
+    Words pixels = rnd(437, 71, 0, 63);
+    const Words noise = rnd(437, 72, 0, 63);
+    for (std::size_t i = 0; i < pixels.size(); ++i) pixels[i] += noise[i] + (i % 3 == 0 ? 128 : 0);
+    t.push_back(
+        full(make("histogram64", 4, 32, {arr("pixels", pixels), val("n", 437), zeros("hist", 64)}, ref_histogram64)));
+  }
+  t.push_back(full(make("tiled_matmul", 3, 4,
+                        {arr("A", rnd(13 * 14, 73, -10000, 10000)), arr("B", rnd(14 * 10, 74, -10000, 10000)),
+                         zeros("C", 13 * 10), val("M", 13), val("K", 14), val("N", 10)},
+                        ref_tiled_matmul),
+                   /*grid_y=*/4, /*block_y=*/4));
+  {
+    // Duplicates, the extremes, a sorted and a reversed run among random keys.
+    Words keys = rnd(256, 75, -500, 500);
+    for (int k = 0; k < 12; ++k) keys[static_cast<std::size_t>(k * 21 + 3)] = edge[static_cast<std::size_t>(k)];
+    for (int k = 0; k < 16; ++k) keys[static_cast<std::size_t>(64 + k)] = 7;
+    for (int k = 0; k < 64; ++k) keys[static_cast<std::size_t>(128 + k)] = 1000 - 3 * k;
+    t.push_back(full(make("bitonic_sort", 4, 32, {arr("keys", keys)}, ref_bitonic_sort)));
+  }
+  {
+    // 10-bit keys: random ones with repeats (0..1023 drawn 256 times), a run of one key, both ends.
+    Words keys = rnd(256, 80, 0, 1023);
+    for (int k = 0; k < 10; ++k) keys[static_cast<std::size_t>(140 + k)] = 512;
+    keys[7] = 0;
+    keys[200] = 1023;
+    t.push_back(full(make("radix_sort", 2, 32, {arr("keys", keys), val("bits", 10)}, ref_radix_sort)));
+  }
+  t.push_back(full(make("compact_ballot", 4, 32,
+                        {arr("in", rnd(240, 76, -1000, 1000)), val("n", 240), val("chunk", 64), val("threshold", 250),
+                         arr("out", fill(240, -1)), zeros("count", 4)},
+                        ref_compact)));
+  t.push_back(full(
+      make("scan_shfl", 3, 32, {arr("x", rnd(384, 77, -100000, 100000)), zeros("block_sums", 3)}, ref_scan_tiles)));
+  {
+    // Chunks of 16 bytes: 60 bytes of text (the last chunk padded with zeros), a chunk of zeros, one
+    // of ones, then random words.
+    Words data = text_words("The quick brown fox jumps over the lazy dog 0123456789abcdef");
+    data.resize(20, 0);
+    data.resize(24, -1);
+    const Words random = rnd(256 - 24, 78, kIntMin, kIntMax);
+    data.insert(data.end(), random.begin(), random.end());
+    t.push_back(
+        full(make("crc32_chunks", 2, 32, {arr("data", data), val("words", 4), zeros("crc", 64)}, ref_crc32_chunks)));
+  }
+  t.push_back(full(make(
+      "conv1d_halo", 7, 32,
+      {arr("in", rnd(200, 79, -5000, 5000)), arr("w", {-1, 3, -7, 12, -7, 3, -1}), zeros("out", 200), val("n", 200)},
+      ref_conv1d)));
+
   // Launches the machine must refuse, with the error they must give (case-insensitive regex).
   // Rejected before CUDA warps of 32 threads were lowered across machine warps; the files keep their
   // names and "REJECTED" comments until ptx-nvcc/ is regenerated with nvcc (the header hashes the .cu).
@@ -1082,7 +1253,11 @@ std::int32_t Launch::scalar(std::string_view name) const {
 std::vector<std::string> Case::cli_args(bool ptx_names) const {
   std::vector<std::string> out;
   if (pass_kernel) out.insert(out.end(), {"--kernel", kernel});
-  out.insert(out.end(), {"--grid", std::to_string(launch.grid), "--block", std::to_string(launch.block)});
+  auto extent = [&](int x, int y) {
+    return std::to_string(x) + (launch.two_dimensional() ? "," + std::to_string(y) : "");
+  };
+  out.insert(out.end(),
+             {"--grid", extent(launch.grid, launch.grid_y), "--block", extent(launch.block, launch.block_y)});
   for (const auto& a : launch.args) {
     std::string v = a.cli;
     if (v.empty()) {
@@ -1134,13 +1309,15 @@ std::vector<std::string> validate(const Case& c) {
   if (c.file.empty() || c.name.empty()) problem("needs a name and a file");
   if (c.rejected() == static_cast<bool>(c.reference)) problem("needs exactly one of a reference or an expected error");
   if (!c.rejected()) {
-    if (l.grid < 1 || l.block < 1) problem("grid and block must be positive");
-    if (l.block > kMaxBlock)
-      problem("block " + std::to_string(l.block) + " exceeds the machine's " + std::to_string(kMaxBlock));
-    if (l.threads() > kMaxThreads)
-      problem(std::to_string(l.threads()) + " threads exceed the machine's " + std::to_string(kMaxThreads));
-    if (words > static_cast<std::size_t>(kMaxArrayWords))
-      problem(std::to_string(words) + " array words exceed the machine's " + std::to_string(kMaxArrayWords));
+    const int max_threads = c.full_size ? kFullMaxThreads : kMaxThreads;
+    const int max_words = c.full_size ? kFullMaxArrayWords : kMaxArrayWords;
+    if (l.grid < 1 || l.block < 1 || l.grid_y < 1 || l.block_y < 1) problem("grid and block must be positive");
+    if (l.block_threads() > kMaxBlock)
+      problem("block " + std::to_string(l.block_threads()) + " exceeds the machine's " + std::to_string(kMaxBlock));
+    if (l.threads() > max_threads)
+      problem(std::to_string(l.threads()) + " threads exceed the machine's " + std::to_string(max_threads));
+    if (words > static_cast<std::size_t>(max_words))
+      problem(std::to_string(words) + " array words exceed the machine's " + std::to_string(max_words));
   }
   return problems;
 }
@@ -1154,6 +1331,8 @@ std::string fingerprint(const Case& c, const std::string& source_text) {
   mix(source_text);
   mix(c.kernel);
   mix(std::to_string(c.launch.grid) + "x" + std::to_string(c.launch.block));
+  // The y extents of 2-D launches only, so the fingerprints of 1-D launches stay as they were.
+  if (c.launch.two_dimensional()) mix(std::to_string(c.launch.grid_y) + "y" + std::to_string(c.launch.block_y));
   for (const auto& a : c.launch.args)
     mix(a.name + (a.is_array ? "=" + json_words(a.values) : ":" + std::to_string(a.values.at(0))));
   std::ostringstream os;
@@ -1164,7 +1343,10 @@ std::string fingerprint(const Case& c, const std::string& source_text) {
 std::string cases_json(const std::function<std::string(const Case&)>& source) {
   std::string out = "{\n  \"limits\": {\"block\": " + std::to_string(kMaxBlock) +
                     ", \"threads\": " + std::to_string(kMaxThreads) +
-                    ", \"array_words\": " + std::to_string(kMaxArrayWords) + "},\n  \"cases\": [";
+                    ", \"array_words\": " + std::to_string(kMaxArrayWords) +
+                    "},\n  \"full_size_limits\": {\"block\": " + std::to_string(kMaxBlock) +
+                    ", \"threads\": " + std::to_string(kFullMaxThreads) +
+                    ", \"array_words\": " + std::to_string(kFullMaxArrayWords) + "},\n  \"cases\": [";
   bool first = true;
   for (const auto& c : all_cases()) {
     out += first ? "\n" : ",\n";
@@ -1172,6 +1354,10 @@ std::string cases_json(const std::function<std::string(const Case&)>& source) {
     out += "    {\"name\": " + json_string(c.name) + ", \"file\": " + json_string(c.file) +
            ", \"kernel\": " + json_string(c.kernel) + ", \"grid\": " + std::to_string(c.launch.grid) +
            ", \"block\": " + std::to_string(c.launch.block) +
+           (c.launch.two_dimensional() ? ", \"grid_y\": " + std::to_string(c.launch.grid_y) +
+                                             ", \"block_y\": " + std::to_string(c.launch.block_y)
+                                       : "") +
+           (c.full_size ? ", \"full_size\": true" : "") +
            (source ? ", \"fingerprint\": " + json_string(fingerprint(c, source(c))) : "") + ",\n     \"args\": [";
     for (std::size_t i = 0; i < c.launch.args.size(); ++i) {
       const Arg& a = c.launch.args[i];

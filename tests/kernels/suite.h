@@ -23,12 +23,18 @@ struct Arg {
 };
 
 // A launch as a reference sees it: the shape, and the arguments whose arrays it updates in place.
+// grid and block are the x extents; a 2-D launch (`--grid X,Y --block X,Y`) also sets the y ones.
 struct Launch {
   int grid = 1;
   int block = 1;
   std::vector<Arg> args;
+  int grid_y = 1;
+  int block_y = 1;
 
-  int threads() const { return grid * block; }
+  int blocks() const { return grid * grid_y; }
+  int block_threads() const { return block * block_y; }
+  int threads() const { return blocks() * block_threads(); }
+  bool two_dimensional() const { return grid_y != 1 || block_y != 1; }
   // Throw std::out_of_range on an unknown name so a broken table fails loudly.
   Words& array(std::string_view name);
   std::int32_t scalar(std::string_view name) const;
@@ -48,6 +54,10 @@ struct Case {
   // Non-empty: the case is about CUDA source itself, so it has no kernels_nvcc.* twin (its test
   // there is skipped with this reason). Everything else also runs from ptx-nvcc/<file>.ptx.
   std::string clang_only;
+  // Sized for the circuit's full sizes (configs/simt_qwen2b.yaml: 512 words of global and of shared
+  // memory, 128 ROM blocks, 4,096 threads) rather than the plugin's defaults the rest of the suite
+  // runs with (tests/configs/simt_small.yaml): its kernels.* and kernels_nvcc.* run with that config.
+  bool full_size = false;
 
   bool rejected() const { return !expect_error.empty(); }
   // Arguments after `qgpu-host --config CFG run FILE` (launch shape, arguments, engine, --json).
@@ -60,10 +70,14 @@ struct Case {
   std::vector<std::pair<std::string, Words>> expected() const;
 };
 
-// The machine's launch limits the accepted cases must respect (ARCHITECTURE.md §3).
+// The machine's launch limits the accepted cases must respect (ARCHITECTURE.md §3): the plugin's
+// default sizes (tests/configs/simt_small.yaml), and for full_size cases the circuit's full sizes
+// (configs/simt_qwen2b.yaml: 128 thread blocks of 32 threads, 512 words).
 inline constexpr int kMaxBlock = 32;
 inline constexpr int kMaxThreads = 128;
 inline constexpr int kMaxArrayWords = 126;
+inline constexpr int kFullMaxThreads = 4096;
+inline constexpr int kFullMaxArrayWords = 512;
 
 const std::vector<Case>& all_cases();
 

@@ -233,7 +233,9 @@ class HostRun : public ::testing::Test {
     const bool nvcc = producer_ == Producer::kNvcc;
     if (nvcc && !case_.clang_only.empty()) GTEST_SKIP() << "clang-only case: " << case_.clang_only;
     const std::string file = nvcc ? nvcc_ptx_path(case_.file) : std::string(QGPU_KERNEL_DIR) + "/" + case_.file;
-    std::vector<std::string> argv = {QGPU_HOST, "--config", QGPU_CONFIG, "run", file};
+    // The suite's default sizes, or the circuit's full sizes for a case that needs them.
+    const char* config = case_.full_size ? QGPU_FULL_CONFIG : QGPU_CONFIG;
+    std::vector<std::string> argv = {QGPU_HOST, "--config", config, "run", file};
     for (auto& a : case_.cli_args(/*ptx_names=*/nvcc)) argv.push_back(a);
     // Every launch that must run also under the race checker: the suite's kernels are race-free CUDA,
     // so a report is either a race in a kernel or a false alarm of the checker. (The rejection cases

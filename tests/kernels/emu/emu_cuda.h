@@ -41,6 +41,11 @@ inline std::mutex g_atomic_lock;
 void report_violation(const std::string& what);
 
 int shuffle(unsigned mask, int v, int src_lane_in_segment, bool keep_own, int width);
+// The bits of the warp's threads (within mask) whose predicate is non-zero, as __ballot_sync.
+unsigned ballot(unsigned mask, int predicate);
+
+// The thread's linear index in its block (x fastest), which CUDA's warps and lanes follow.
+int linear_tid();
 
 }  // namespace qgpu::kernels::emu
 
@@ -97,19 +102,24 @@ inline int __shfl_sync(unsigned m, int v, int lane, int width = 32) {
   return ::qgpu::kernels::emu::shuffle(m, v, ((lane % width) + width) % width, false, width);
 }
 inline int __shfl_up_sync(unsigned m, int v, unsigned d, int width = 32) {
-  const int lane = static_cast<int>(threadIdx.x % 32) % width;
+  const int lane = ::qgpu::kernels::emu::linear_tid() % 32 % width;
   const int src = lane - static_cast<int>(d);
   return ::qgpu::kernels::emu::shuffle(m, v, src, src < 0, width);
 }
 inline int __shfl_down_sync(unsigned m, int v, unsigned d, int width = 32) {
-  const int lane = static_cast<int>(threadIdx.x % 32) % width;
+  const int lane = ::qgpu::kernels::emu::linear_tid() % 32 % width;
   const int src = lane + static_cast<int>(d);
   return ::qgpu::kernels::emu::shuffle(m, v, src, src >= width, width);
 }
 inline int __shfl_xor_sync(unsigned m, int v, int lm, int width = 32) {
-  const int lane = static_cast<int>(threadIdx.x % 32) % width;
+  const int lane = ::qgpu::kernels::emu::linear_tid() % 32 % width;
   const int src = lane ^ lm;
   return ::qgpu::kernels::emu::shuffle(m, v, src, src >= width, width);
+}
+
+// --- Votes, with the same mask rules as shuffles.
+inline unsigned __ballot_sync(unsigned m, int p) {
+  return ::qgpu::kernels::emu::ballot(m, p);
 }
 
 // --- Integer intrinsics.

@@ -76,16 +76,52 @@ void report_violation(const std::string& what) {
   if (g_violation.empty()) g_violation = what;
 }
 
+int linear_tid() {
+  return static_cast<int>(threadIdx.x + threadIdx.y * blockDim.x);
+}
+
+namespace {
+
+// The calling thread's CUDA warp, checking CUDA's rules for a collective's member mask.
+struct WarpView {
+  int tid, lane, warp, warp_threads;
+  std::string who;
+};
+WarpView check_mask(const BlockState& b, unsigned mask, const char* what) {
+  WarpView v;
+  v.tid = linear_tid();
+  v.lane = v.tid % 32;
+  v.warp = v.tid / 32;
+  v.warp_threads = std::min(32, b.threads - v.warp * 32);
+  v.who = "thread " + std::to_string(v.tid) + " of block " + std::to_string(blockIdx.x + blockIdx.y * gridDim.x);
+  if (((mask >> v.lane) & 1u) == 0) report_violation(v.who + ": " + what + " mask does not name the calling lane");
+  if (v.warp_threads < 32 && (mask >> v.warp_threads) != 0)
+    report_violation(v.who + ": " + what + " mask names lanes that do not exist");
+  return v;
+}
+
+}  // namespace
+
+unsigned ballot(unsigned mask, int predicate) {
+  BlockState& b = *t_block;
+  const WarpView v = check_mask(b, mask, "ballot");
+  auto& barrier = *b.warp_barrier[static_cast<std::size_t>(v.warp)];
+  b.warp_slot[static_cast<std::size_t>(v.tid)] = predicate != 0 ? 1 : 0;
+  barrier.arrive_and_wait();
+  unsigned result = 0;
+  for (int l = 0; l < v.warp_threads; ++l) {
+    if (((mask >> l) & 1u) != 0 && b.warp_slot[static_cast<std::size_t>(v.warp * 32 + l)] != 0) result |= 1u << l;
+  }
+  barrier.arrive_and_wait();
+  return result;
+}
+
 int shuffle(unsigned mask, int v, int src, bool keep_own, int width) {
   BlockState& b = *t_block;
-  const int tid = static_cast<int>(threadIdx.x);
-  const int lane = tid % 32, warp = tid / 32;
-  const int warp_threads = std::min(32, b.threads - warp * 32);
-  const std::string who = "thread " + std::to_string(tid) + " of block " + std::to_string(blockIdx.x);
+  const WarpView w = check_mask(b, mask, "shuffle");
+  const int tid = w.tid, lane = w.lane, warp = w.warp, warp_threads = w.warp_threads;
+  const std::string& who = w.who;
   if (width < 1 || width > 32 || (width & (width - 1)) != 0) report_violation(who + ": bad shuffle width");
-  if (((mask >> lane) & 1u) == 0) report_violation(who + ": shuffle mask does not name the calling lane");
-  if (warp_threads < 32 && (mask >> warp_threads) != 0)
-    report_violation(who + ": shuffle mask names lanes that do not exist");
   auto& barrier = *b.warp_barrier[static_cast<std::size_t>(warp)];
   b.warp_slot[static_cast<std::size_t>(tid)] = v;
   barrier.arrive_and_wait();
@@ -128,15 +164,16 @@ std::string run(const std::string& kernel, Launch& l) {
     }
   }
   g_violation.clear();
-  g_block_dim = Dim3{static_cast<unsigned>(l.block), 1, 1};
-  g_grid_dim = Dim3{static_cast<unsigned>(l.grid), 1, 1};
-  for (int b = 0; b < l.grid; ++b) {
-    BlockState state(l.block);
+  g_block_dim = Dim3{static_cast<unsigned>(l.block), static_cast<unsigned>(l.block_y), 1};
+  g_grid_dim = Dim3{static_cast<unsigned>(l.grid), static_cast<unsigned>(l.grid_y), 1};
+  // Blocks and threads are numbered linearly, x fastest, as CUDA numbers them.
+  for (int b = 0; b < l.blocks(); ++b) {
+    BlockState state(l.block_threads());
     std::vector<std::thread> threads;
-    for (int t = 0; t < l.block; ++t) {
+    for (int t = 0; t < l.block_threads(); ++t) {
       threads.emplace_back([&, b, t] {
-        t_thread_idx = Dim3{static_cast<unsigned>(t), 0, 0};
-        t_block_idx = Dim3{static_cast<unsigned>(b), 0, 0};
+        t_thread_idx = Dim3{static_cast<unsigned>(t % l.block), static_cast<unsigned>(t / l.block), 0};
+        t_block_idx = Dim3{static_cast<unsigned>(b % l.grid), static_cast<unsigned>(b / l.grid), 0};
         t_block = &state;
         e->call(e->fn, slots);
         // A finished thread no longer takes part in barriers or shuffles.
