@@ -57,7 +57,9 @@ constexpr ElementInfo kElements[] = {{ElementType::kI32, "i32", 32, true},
                                      {ElementType::kU8, "u8", 8, false},
                                      {ElementType::kI8, "i8", 8, true},
                                      {ElementType::kU16, "u16", 16, false},
-                                     {ElementType::kI16, "i16", 16, true}};
+                                     {ElementType::kI16, "i16", 16, true},
+                                     {ElementType::kU32, "u32", 32, false}};
+constexpr std::string_view kElementNames = "u8, i8, u16, i16, i32, u32";
 
 const ElementInfo& info(ElementType type) {
   for (const ElementInfo& e : kElements)
@@ -74,9 +76,20 @@ const ElementInfo* element_named(std::string_view name) {
 
 // An element of a typed array: in the type's range, or 0x-hex up to its width as a bit pattern.
 Expected<std::int32_t> parse_element(std::string_view text, const ElementInfo& type) {
-  QGPU_ASSIGN_OR_RETURN(const std::int32_t v, parse_scalar(text));
-  if (type.bits == 32) return v;
   std::string_view s = trim(text);
+  if (type.type == ElementType::kU32 && !s.empty() && std::isdigit(static_cast<unsigned char>(s.front())) &&
+      s.rfind("0x", 0) != 0 && s.rfind("0X", 0) != 0) {  // decimal up to 2^32 - 1
+    std::uint64_t u = 0;
+    auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), u);
+    if (ec == std::errc() && ptr == s.data() + s.size() && u <= 0xffffffffull)
+      return static_cast<std::int32_t>(static_cast<std::uint32_t>(u));
+    if (ec != std::errc::invalid_argument && ptr == s.data() + s.size())
+      return sdk::invalid_argument("'" + std::string(s) + "' is out of the u32 range 0..4294967295");
+  }
+  QGPU_ASSIGN_OR_RETURN(const std::int32_t v, parse_scalar(text));
+  if (type.type == ElementType::kU32 && v < 0 && s.front() == '-')
+    return sdk::invalid_argument("'" + std::string(s) + "' is out of the u32 range 0..4294967295");
+  if (type.bits == 32) return v;
   const bool hex = s.size() > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X');
   const std::int64_t low = type.is_signed && !hex ? -(std::int64_t{1} << (type.bits - 1)) : 0;
   const std::int64_t high = type.is_signed && !hex ? (std::int64_t{1} << (type.bits - 1)) - 1
@@ -117,7 +130,8 @@ Expected<ArgValue> parse_arg_value(std::string_view text) {
     const std::string_view name = trim(s.substr(0, bracket));
     type = element_named(name);
     if (type == nullptr)
-      return sdk::invalid_argument("'" + std::string(name) + "' is not an element type (u8, i8, u16, i16, i32)");
+      return sdk::invalid_argument("'" + std::string(name) + "' is not an element type (" +
+                                   std::string(kElementNames) + ")");
     s = trim(s.substr(bracket));
   }
   if (!s.empty() && s.front() == '[') {
@@ -150,8 +164,8 @@ Expected<ArgValue> parse_arg_value(std::string_view text) {
       const std::string_view name = trim(inside.substr(comma + 1));
       type = element_named(name);
       if (type == nullptr)
-        return sdk::invalid_argument("zeros(N, TYPE): '" + std::string(name) +
-                                     "' is not an element type (u8, i8, u16, i16, i32)");
+        return sdk::invalid_argument("zeros(N, TYPE): '" + std::string(name) + "' is not an element type (" +
+                                     std::string(kElementNames) + ")");
     }
     std::size_t n = 0;
     auto [ptr, ec] = std::from_chars(n_text.data(), n_text.data() + n_text.size(), n);
@@ -321,11 +335,14 @@ std::string_view element_type_name(ElementType type) {
   return info(type).name;
 }
 
-std::vector<std::int32_t> unpack_elements(const std::vector<std::int32_t>& words, const ArrayLayout& layout) {
+std::vector<std::int64_t> unpack_elements(const std::vector<std::int32_t>& words, const ArrayLayout& layout) {
   const ElementInfo& type = info(layout.element);
-  if (type.bits == 32) return words;
+  std::vector<std::int64_t> out;
+  if (type.bits == 32) {
+    for (std::int32_t w : words) out.push_back(type.is_signed ? w : std::int64_t{static_cast<std::uint32_t>(w)});
+    return out;
+  }
   const std::size_t per_word = 32 / static_cast<std::size_t>(type.bits);
-  std::vector<std::int32_t> out;
   for (std::size_t i = 0; i < layout.elements && i / per_word < words.size(); ++i) {
     const std::uint32_t bits =
         static_cast<std::uint32_t>(words[i / per_word]) >> (i % per_word * type.bits) & ((1u << type.bits) - 1u);
@@ -343,6 +360,10 @@ ArrayLayout layout_of(const sdk::KernelIR& kernel, const std::vector<ArrayLayout
 }
 
 std::string format_array(const std::vector<std::int32_t>& values) {
+  return format_array(std::vector<std::int64_t>(values.begin(), values.end()));
+}
+
+std::string format_array(const std::vector<std::int64_t>& values) {
   std::string out = "[";
   for (std::size_t i = 0; i < values.size(); ++i) {
     if (i > 0) out += ", ";

@@ -127,15 +127,23 @@ TEST(LaunchArgs, TypedArrays) {
   EXPECT_EQ(value_error("i8[-129]"), "array element 0: '-129' is out of the i8 range -128..127");
   EXPECT_EQ(value_error("i8[0x100]"), "array element 0: '0x100' is out of the i8 range 0..255");
   EXPECT_EQ(value_error("u16[65536]"), "array element 0: '65536' is out of the u16 range 0..65535");
-  EXPECT_EQ(value_error("f32[1]"), "'f32' is not an element type (u8, i8, u16, i16, i32)");
-  EXPECT_EQ(value_error("zeros(2, f32)"), "zeros(N, TYPE): 'f32' is not an element type (u8, i8, u16, i16, i32)");
+  EXPECT_EQ(value_error("f32[1]"), "'f32' is not an element type (u8, i8, u16, i16, i32, u32)");
+  EXPECT_EQ(value_error("zeros(2, f32)"), "zeros(N, TYPE): 'f32' is not an element type (u8, i8, u16, i16, i32, u32)");
+  // u32: the same words as i32, decimal up to 2^32 - 1, read back unsigned.
+  EXPECT_EQ(value_ok("u32[4294967295, 0x80000000, 7]").array, (V{-1, INT32_MIN, 7}));
+  EXPECT_EQ(value_ok("u32[4294967295]").layout.element, ElementType::kU32);
+  EXPECT_EQ(value_error("u32[4294967296]"), "array element 0: '4294967296' is out of the u32 range 0..4294967295");
+  EXPECT_EQ(value_error("u32[-1]"), "array element 0: '-1' is out of the u32 range 0..4294967295");
+  EXPECT_EQ(value_error("i32[4294967295]"), "array element 0: '4294967295' is out of the int32 range");
   // Back to elements: sign- or zero-extended, as many as given.
-  EXPECT_EQ(unpack_elements(V{0x04030201, 5}, {ElementType::kU8, 5}), (V{1, 2, 3, 4, 5}));
-  EXPECT_EQ(unpack_elements(V{0x00807fff}, {ElementType::kI8, 3}), (V{-1, 127, -128}));
-  EXPECT_EQ(unpack_elements(V{0x00807fff}, {ElementType::kU8, 4}), (V{255, 127, 128, 0}));
-  EXPECT_EQ(unpack_elements(V{0x012cfffe}, {ElementType::kI16, 2}), (V{-2, 300}));
-  EXPECT_EQ(unpack_elements(V{-65535, 0x1234}, {ElementType::kU16, 3}), (V{1, 65535, 0x1234}));
-  EXPECT_EQ(unpack_elements(V{7, -8}, {ElementType::kI32, 2}), (V{7, -8}));
+  using E = std::vector<std::int64_t>;
+  EXPECT_EQ(unpack_elements(V{0x04030201, 5}, {ElementType::kU8, 5}), (E{1, 2, 3, 4, 5}));
+  EXPECT_EQ(unpack_elements(V{0x00807fff}, {ElementType::kI8, 3}), (E{-1, 127, -128}));
+  EXPECT_EQ(unpack_elements(V{0x00807fff}, {ElementType::kU8, 4}), (E{255, 127, 128, 0}));
+  EXPECT_EQ(unpack_elements(V{0x012cfffe}, {ElementType::kI16, 2}), (E{-2, 300}));
+  EXPECT_EQ(unpack_elements(V{-65535, 0x1234}, {ElementType::kU16, 3}), (E{1, 65535, 0x1234}));
+  EXPECT_EQ(unpack_elements(V{7, -8}, {ElementType::kI32, 2}), (E{7, -8}));
+  EXPECT_EQ(unpack_elements(V{7, -8}, {ElementType::kU32, 2}), (E{7, 4294967288}));
   // Binding keeps each parameter's layout.
   std::vector<ArrayLayout> layouts;
   ASSERT_TRUE(bind_args(dot_kernel(), specs({"u8[1,2,3]", "i16[4]", "zeros(1)", "3"}), &layouts));
@@ -148,9 +156,11 @@ TEST(LaunchArgs, TypedArrays) {
 }
 
 TEST(LaunchArgs, FormatArray) {
-  EXPECT_EQ(format_array({}), "[]");
-  EXPECT_EQ(format_array({32}), "[32]");
-  EXPECT_EQ(format_array({1, -2}), "[1, -2]");
+  using V32 = std::vector<std::int32_t>;
+  EXPECT_EQ(format_array(V32{}), "[]");
+  EXPECT_EQ(format_array(V32{32}), "[32]");
+  EXPECT_EQ(format_array(V32{1, -2}), "[1, -2]");
+  EXPECT_EQ(format_array(std::vector<std::int64_t>{4294967295, 0}), "[4294967295, 0]");
 }
 
 TEST(LaunchArgs, LaunchShapes) {

@@ -35,7 +35,7 @@ std::string format_value(const GpuValue& v) {
   std::string s = "[";
   for (std::int64_t r = 0; r < v.rows; ++r) {
     auto first = v.data.begin() + r * v.cols;
-    s += (r ? ", " : "") + format_array({first, first + v.cols});
+    s += (r ? ", " : "") + format_array(std::vector<std::int32_t>(first, first + v.cols));
   }
   return s + "]";
 }

@@ -19,11 +19,11 @@
 
 namespace qgpu::core {
 
-// An array's element type as the user wrote it: int32 words (i32, the default), or 8- and 16-bit
-// elements packed into the words the machine holds, little-endian as CUDA lays them out on a GPU
-// (element 4w + k of a u8/i8 array is byte k of word w; element 2w + k of a u16/i16 array is
-// half-word k of word w; the last word's unused part is 0).
-enum class ElementType { kI32, kU8, kI8, kU16, kI16 };
+// An array's element type as the user wrote it: int32 words (i32, the default), uint32 words (u32:
+// the same bits, read back unsigned), or 8- and 16-bit elements packed into the words the machine
+// holds, little-endian as CUDA lays them out on a GPU (element 4w + k of a u8/i8 array is byte k of
+// word w; element 2w + k of a u16/i16 array is half-word k of word w; the last word's unused part is 0).
+enum class ElementType { kI32, kU8, kI8, kU16, kI16, kU32 };
 std::string_view element_type_name(ElementType type);  // "i32", "u8", ...
 
 // How to read an array's words back as the user's elements.
@@ -47,7 +47,7 @@ struct ArgSpec {
 
 // Parses VALUE: an int32 scalar (decimal in [-2^31, 2^31-1], or 0x-hex up to
 // 0xffffffff as a bit pattern), an array "[v, v, ...]" of such scalars, or "zeros(N)";
-// a typed array "u8[v, ...]" (u8, i8, u16, i16, i32: each element in its type's range,
+// a typed array "u8[v, ...]" (u8, i8, u16, i16, i32, u32: each element in its type's range,
 // 0x-hex up to the type's width as a bit pattern) or "zeros(N, u8)".
 sdk::Expected<ArgValue> parse_arg_value(std::string_view text);
 // Parses "[NAME=]VALUE".
@@ -71,9 +71,10 @@ std::string format_block(const sdk::LaunchShape& shape);
 ArrayLayout layout_of(const sdk::KernelIR& kernel, const std::vector<ArrayLayout>& layouts, std::string_view param);
 
 // "[1, 2, 3]"
+std::string format_array(const std::vector<std::int64_t>& values);
 std::string format_array(const std::vector<std::int32_t>& values);
-// An array's words as the layout's elements: the first `elements` of them, 8- and 16-bit ones
-// sign- or zero-extended by their type (i32: the words).
-std::vector<std::int32_t> unpack_elements(const std::vector<std::int32_t>& words, const ArrayLayout& layout);
+// An array's words as the layout's elements: the first `elements` of them, sign- or
+// zero-extended by their type (i32: the words; u32: the words as unsigned values).
+std::vector<std::int64_t> unpack_elements(const std::vector<std::int32_t>& words, const ArrayLayout& layout);
 
 }  // namespace qgpu::core
