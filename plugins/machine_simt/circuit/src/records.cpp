@@ -21,6 +21,7 @@ constexpr int kBlockBits = kProtoBlockBits;
 constexpr int kWarpBits = 3;   // log2(kProtoWarps)
 constexpr int kRowBits = 7;    // ROM / LIVE block or WREG register | warp << 4
 constexpr int kWmemRowBits = kProtoWordBits - 2;  // a WMEM record's first row: word >> 2
+static_assert(kWmemRowBits == kRowBits + 1, "a WMEM row is rec.row and one more bit (wmem.row7)");
 static_assert(kBlockBits <= kRowBits);
 constexpr double kK = weights::kGain;
 static_assert(kProtoBlocks == 1 << kBlockBits && kProtoWarps == 1 << kWarpBits);
