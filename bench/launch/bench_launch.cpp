@@ -54,6 +54,7 @@ struct Options {
   std::int64_t min_generated = 0;     // circuit: skip launches whose stream is shorter
   double min_margin = 0;              // circuit: an exact launch whose smallest margin is below this fails
   int speculate = 8;                  // model: tokens drafted per verification (0: one forward per token)
+  int circuit_threads = 0;            // circuit: threads of the layer math (0: ModelRunOptions' default)
   double verify_slack = -1;           // model: MergeHost's slack for vouching a batched position (<0: its default)
   bool verify_audit = false;          // model: redo every verification token by token and compare the logits
   std::vector<std::string> kernels;   // --kernel: only these entries or cases (empty: all)
@@ -242,6 +243,7 @@ class Bench {
     mo.dtype = *core::layer_dtype(o_.dtype);
     mo.check = true;
     mo.speculate = o_.speculate;
+    mo.circuit_threads = o_.circuit_threads;
     mo.on_progress = [](std::string_view line) {
       std::fprintf(stderr, "%.*s\n", static_cast<int>(line.size()), line.data());
     };
@@ -255,7 +257,7 @@ class Bench {
                             core::guarded_call(machine_name_, "encode_launch()",
                                                [&] { return machine_->encode_launch(program, args, *circuit_); }));
       if (model_host_ == nullptr && !circuit_engine_)
-        circuit_engine_ = std::make_unique<core::CircuitEngine>(circuit_, mo.dtype);
+        circuit_engine_ = std::make_unique<core::CircuitEngine>(circuit_, mo.dtype, mo.circuit_threads);
       return core::run_launch(circuit_, std::move(codec), model_host_, mo, circuit_engine_.get());
     }();
     if (!r) {
@@ -534,6 +536,7 @@ const char* kUsage =
     "                 (default 1; a huge value redoes every verification token by token)\n"
     "  --verify-audit model: also redo every verification token by token; print the largest logit difference\n"
     "  --threads N    model: the backend's intra-op threads (default: the config's backend.threads)\n"
+    "  --circuit-threads N   circuit: threads of the layer math, 1 or 2 (default 2 on two cores or more)\n"
     "  --dtype f32|bf16      the circuit's dtype (default f32)\n"
     "  --max-generated N     circuit: skip launches with more than N generated tokens (default 2000)\n"
     "  --min-generated N     circuit: skip launches with fewer than N generated tokens (default 0)\n"
@@ -578,6 +581,13 @@ int main_impl(int argc, char** argv) {
         o.speculate = static_cast<int>(v);
     } else if (a == "--threads" && i + 1 < argc) {
       o.threads = argv[++i];
+    } else if (a == "--circuit-threads" && i + 1 < argc) {
+      const std::string_view v = argv[++i];
+      if (v != "1" && v != "2") {
+        std::fprintf(stderr, "qgpu_bench_launch: --circuit-threads '%s' is not 1 or 2\n", argv[i]);
+        return 2;
+      }
+      o.circuit_threads = v == "1" ? 1 : 2;
     } else if (a == "--dtype" && i + 1 < argc) {
       o.dtype = argv[++i];
     } else if ((a == "--max-generated" || a == "--min-generated") && i + 1 < argc) {

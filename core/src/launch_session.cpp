@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <map>
 #include <span>
+#include <thread>
 
 #include "qgpu/core/host.h"
 #include "qgpu/weights/choice.h"
@@ -100,10 +101,18 @@ struct CircuitEngine::Parts {
   std::map<std::int64_t, std::vector<float>> embeddings;  // record rows' embeddings, as fed
 };
 
-CircuitEngine::CircuitEngine(std::shared_ptr<const sdk::MachineCircuit> circuit, sdk::DType dtype)
+namespace {
+int layer_threads(int threads) {
+  if (threads > 0) return std::min(threads, 2);
+  return std::thread::hardware_concurrency() >= 2 ? 2 : 1;
+}
+}  // namespace
+
+CircuitEngine::CircuitEngine(std::shared_ptr<const sdk::MachineCircuit> circuit, sdk::DType dtype, int threads)
     : p_(std::make_unique<Parts>(Parts{circuit, dtype,
                                        weights::ReferenceModel(circuit->compiled().layers,
-                                                               circuit->compiled().target.shapes, layer_dtype(dtype)),
+                                                               circuit->compiled().target.shapes, layer_dtype(dtype),
+                                                               layer_threads(threads)),
                                        nullptr, 0, {}})) {}
 CircuitEngine::~CircuitEngine() = default;
 const std::shared_ptr<const sdk::MachineCircuit>& CircuitEngine::circuit() const {
@@ -232,7 +241,7 @@ sdk::Expected<std::unique_ptr<LaunchSession>> LaunchSession::start(std::shared_p
     return sdk::internal_error("a launch session was given a circuit engine prepared for another circuit or dtype");
   if (model == nullptr) {
     if (engine == nullptr) {
-      s->own_engine = std::make_unique<CircuitEngine>(s->circuit, options.dtype);
+      s->own_engine = std::make_unique<CircuitEngine>(s->circuit, options.dtype, options.circuit_threads);
       engine = s->own_engine.get();
     }
     s->engine = engine->p_.get();
@@ -342,7 +351,7 @@ sdk::Status LaunchSession::generate() {
     auto clock = Clock::now();
     weights::Choice chosen;
     if (weights::RowChoice* rows = s.row_choice()) {
-      auto best = rows->choose(s.residual.data(), weights::kResidualUnit);
+      auto best = rows->choose(s.residual.data(), weights::kResidualUnit, s.engine->layers.threads());
       s.profile.logits_s += seconds_since(clock);
       clock = Clock::now();
       QGPU_ASSIGN_OR_RETURN(chosen, chose(std::move(best), step));

@@ -140,7 +140,7 @@ sdk::Expected<LaunchOutcome> Launcher::launch(const sdk::MachineProgram& program
                           }));
     ModelHost* model = merge_ ? merge_->model_host() : nullptr;
     if (model == nullptr && !circuit_engine_)
-      circuit_engine_ = std::make_unique<CircuitEngine>(compiled, options_.model.dtype);
+      circuit_engine_ = std::make_unique<CircuitEngine>(compiled, options_.model.dtype, options_.model.circuit_threads);
     // The codec's calls are the machine's code too: an exception from them is reported as its.
     QGPU_ASSIGN_OR_RETURN(out.model, guarded_call(machine_name_, "a launch", [&] {
                             return run_launch(compiled, std::move(codec), model, options_.model,

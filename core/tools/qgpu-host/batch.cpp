@@ -170,6 +170,7 @@ int run_batch(const core::Host& host, const BatchOptions& options) {
   launcher_options.model.check = options.check;
   if (options.max_tokens > 0) launcher_options.model.max_tokens = options.max_tokens;
   launcher_options.model.speculate = options.speculate;
+  launcher_options.model.circuit_threads = options.circuit_threads;
   if (options.verbose) {
     launcher_options.model.on_progress = [](std::string_view line) {
       std::fprintf(stderr, "qgpu-host: %.*s\n", static_cast<int>(line.size()), line.data());

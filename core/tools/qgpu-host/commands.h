@@ -41,6 +41,7 @@ struct RunOptions {
   bool check = false;             // model engines: compare the generated stream with the interpreter's
   std::uint64_t max_tokens = 0;   // model engines: generated tokens at most (0: the machine's default)
   int speculate = 8;               // model: tokens drafted per verification (0: one forward per token)
+  int circuit_threads = 0;         // circuit: threads of the layer math, 1 or 2 (0: 2 on two cores or more)
   std::string silence;            // engine model: text for KL(base || merged) alone and around the launch
   bool dense = false;             // engine model: circuit layers dense on the backend (default: exact sparse path)
   bool json = false;
@@ -61,6 +62,7 @@ struct BatchOptions {
   bool check = false;             // model engines: every generated token against the interpreter's
   std::uint64_t max_tokens = 0;   // per launch (0: the machine's default)
   int speculate = 8;               // model: tokens drafted per verification (0: one forward per token)
+  int circuit_threads = 0;         // circuit: threads of the layer math, 1 or 2 (0: 2 on two cores or more)
   std::uint64_t max_steps = 0;    // per launch (0: the machine's default)
   bool memcheck = false;          // interp: red zones around every array (as run --memcheck)
   bool racecheck = false;         // interp: unordered accesses of two threads (as run --racecheck)

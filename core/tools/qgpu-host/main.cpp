@@ -84,6 +84,10 @@ int main_impl(int argc, char** argv) {
       ->check(CLI::Range(2, 256));
   run->add_flag_callback("--no-speculate", [&run_options] { run_options.speculate = 0; },
                          "model: one forward of the whole model per generated token");
+  run->add_option("--circuit-threads", run_options.circuit_threads,
+                  "circuit: threads of the layer math, 1 or 2 (default 2 where the system has two cores or more; "
+                  "the same tokens either way)")
+      ->check(CLI::Range(1, 2));
   run->add_flag("--json", run_options.json,
                 "print one JSON object: kernel, engine, arrays, stats (model engines: tokens, margin, check)");
   run->add_flag("--trace", run_options.trace,
@@ -123,6 +127,9 @@ int main_impl(int argc, char** argv) {
       ->check(CLI::Range(2, 256));
   batch->add_flag_callback("--no-speculate", [&batch_options] { batch_options.speculate = 0; },
                            "model: one forward of the whole model per generated token");
+  batch->add_option("--circuit-threads", batch_options.circuit_threads,
+                    "circuit: threads of the layer math, 1 or 2 (default 2 where the system has two cores or more)")
+      ->check(CLI::Range(1, 2));
   batch->add_option("--max-steps", batch_options.max_steps, "interp: stop a launch after this many block executions");
   batch->add_flag("--memcheck", batch_options.memcheck, "interp: every launch with run --memcheck's red zones");
   batch->add_flag("--racecheck", batch_options.racecheck,

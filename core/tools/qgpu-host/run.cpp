@@ -90,6 +90,7 @@ int run_kernel(const core::Host& host, const RunOptions& options) {
   model_options.trace = options.trace;
   if (options.max_tokens > 0) model_options.max_tokens = options.max_tokens;
   model_options.speculate = options.speculate;
+  model_options.circuit_threads = options.circuit_threads;
   // Records stream as they complete (stdout, unless the answer is one JSON object); progress on stderr.
   if (options.trace && !options.json) {
     model_options.on_record = [](std::string_view line) {

@@ -1,9 +1,12 @@
 #include "qgpu/weights/row_choice.h"
 
 #include <algorithm>
-#include <iterator>
+#include <atomic>
 #include <cmath>
+#include <iterator>
 #include <string>
+
+#include "qgpu/weights/two_threads.h"
 
 namespace qgpu::weights {
 namespace {
@@ -27,11 +30,24 @@ struct Leader {
       second = v;
     }
   }
+  // Takes the rows `other` has seen: the same leader as if this one had seen them itself.
+  void take(const Leader& other) {
+    if (other.c.offset >= 0) take(other.c.logit, other.c.offset);
+    if (other.second > second && other.second < c.logit) second = other.second;
+    if (other.second == c.logit && other.c.offset >= 0) second = other.second;  // a tie it saw
+  }
   Choice done() {
     c.margin = c.logit - second;
     return c;
   }
 };
+
+// The largest runner-up either thread has found, for both to leave out the runs below it.
+void raise(std::atomic<double>& bar, double second) {
+  double now = bar.load(std::memory_order_relaxed);
+  while (second > now && !bar.compare_exchange_weak(now, second, std::memory_order_relaxed)) {
+  }
+}
 }  // namespace
 
 RowChoice::RowChoice(const SparseMatrix& m) : rows_(m.rows) {
@@ -112,23 +128,51 @@ Choice RowChoice::best_sum(const float* x) {
   return lead.done();
 }
 
-sdk::Expected<Choice> RowChoice::choose(const float* x, double divisor) {
+sdk::Expected<Choice> RowChoice::choose(const float* x, double divisor, TwoThreads* threads) {
   if (rows_ == 0) return sdk::invalid_argument("choose: no rows");
   order_runs(x, divisor);
-  Leader lead;
-  for (const auto& [bound, k] : order_) {
-    if (below(bound, lead.second)) break;
-    Run& run = runs_[k];
-    run.sums->compute_scaled(x, divisor, logits_);
-    summed_ += run.count;
-    for (std::int64_t i = 0; i < run.count; ++i) {
-      const double v = logits_[static_cast<std::size_t>(i)];
-      const std::int64_t row = run.first + i;
-      if (std::isnan(v)) return sdk::internal_error("choose: logit of machine row " + std::to_string(row) + " is NaN");
-      lead.take(v, row);
+  // Each thread takes the next run in order until the next bound lies below the runner-up (its own
+  // or the other's) or a logit is NaN (the first in the order is reported).
+  std::atomic<std::size_t> next{0};
+  std::atomic<double> bar{-INFINITY};
+  Leader lead[2];
+  std::int64_t summed[2] = {0, 0};
+  std::size_t nan_at[2] = {SIZE_MAX, SIZE_MAX};  // position in order_ of the run with a NaN
+  std::int64_t nan_row[2] = {-1, -1};
+  auto part = [&](int t) {
+    std::vector<float>& logits = logits_[t];
+    Leader& mine = lead[t];
+    for (std::size_t at = next.fetch_add(1, std::memory_order_relaxed); at < order_.size();
+         at = next.fetch_add(1, std::memory_order_relaxed)) {
+      const auto& [bound, k] = order_[at];
+      if (below(bound, std::max(mine.second, bar.load(std::memory_order_relaxed)))) return;
+      Run& run = runs_[k];
+      run.sums->compute_scaled(x, divisor, logits);
+      summed[t] += run.count;
+      for (std::int64_t i = 0; i < run.count; ++i) {
+        const double v = logits[static_cast<std::size_t>(i)];
+        if (std::isnan(v)) {
+          nan_at[t] = at;
+          nan_row[t] = run.first + i;
+          return;
+        }
+        mine.take(v, run.first + i);
+      }
+      raise(bar, mine.second);
     }
+  };
+  if (threads != nullptr) {
+    threads->run(part);
+  } else {
+    part(0);
   }
-  const Choice c = lead.done();
+  summed_ += summed[0] + summed[1];
+  if (nan_at[0] != SIZE_MAX || nan_at[1] != SIZE_MAX) {
+    const std::int64_t row = nan_at[0] <= nan_at[1] ? nan_row[0] : nan_row[1];
+    return sdk::internal_error("choose: logit of machine row " + std::to_string(row) + " is NaN");
+  }
+  lead[0].take(lead[1]);
+  const Choice c = lead[0].done();
   if (!(c.margin > 0))
     return sdk::internal_error("choose: no single best row (machine row " + std::to_string(c.offset) +
                                " and another tie at " + std::to_string(c.logit) + ")");

@@ -6,11 +6,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "../src/reference/lanes.h"
@@ -19,6 +22,7 @@
 #include "qgpu/weights/reference.h"
 #include "qgpu/weights/row_choice.h"
 #include "qgpu/weights/row_sums.h"
+#include "qgpu/weights/two_threads.h"
 
 namespace qgpu::weights {
 namespace {
@@ -131,6 +135,94 @@ TEST(SlicedMatrix, ProductEqualsTheRowLoopBitForBit) {
             const SparseMatrix m = random_matrix(rng, 83, 150, narrow, ascending, values);
             expect_product_matches_linear(m, dtype, rng, awkward);
           }
+}
+
+// Two threads share a layer's products by cutting their slices in two (whole groups, a group cut
+// between its slices, slices by lane): each row is in one part, and the parts together give the
+// whole product's bits.
+void expect_parts_compute_the_whole(const std::vector<SparseMatrix>& ms, DType dtype, std::mt19937& rng,
+                                    bool expect_cut) {
+  std::vector<reference::SlicedMatrix> sliced;
+  for (const SparseMatrix& m : ms) sliced.push_back(reference::slice(m, dtype));
+  std::vector<const reference::SlicedMatrix*> list;
+  for (const auto& m : sliced) list.push_back(&m);
+  const auto parts = reference::split_in_two(list, 0);
+  ASSERT_EQ(parts.size(), ms.size());
+  if (expect_cut) EXPECT_TRUE(std::any_of(parts.begin(), parts.end(), [](const auto& p) { return p[0].cut >= 0; }));
+  std::int64_t in_part[2] = {0, 0};
+  const float untouched = 12345.0f;
+  for (std::size_t k = 0; k < ms.size(); ++k) {
+    const std::vector<float> x = random_input(rng, ms[k].cols, true);
+    std::vector<float> whole(static_cast<std::size_t>(ms[k].rows), untouched);
+    reference::multiply(sliced[k], x.data(), whole.data(), dtype);
+    for (int plain = 0; plain < 2; ++plain) {
+      std::vector<float> y[2] = {whole, whole};
+      for (int j = 0; j < 2; ++j) {
+        std::fill(y[j].begin(), y[j].end(), untouched);
+        if (plain)
+          reference::multiply_plain(sliced[k], parts[k][static_cast<std::size_t>(j)], x.data(), y[j].data(), dtype);
+        else
+          reference::multiply(sliced[k], parts[k][static_cast<std::size_t>(j)], x.data(), y[j].data(), dtype);
+      }
+      for (std::int64_t r = 0; r < ms[k].rows; ++r) {
+        const auto at = static_cast<std::size_t>(r);
+        const bool first = y[0][at] != untouched, second = y[1][at] != untouched;
+        if (ms[k].row_ptr[r] == ms[k].row_ptr[r + 1]) {
+          EXPECT_FALSE(first || second) << "matrix " << k << ", empty row " << r;
+          continue;
+        }
+        ASSERT_NE(first, second) << "matrix " << k << ", row " << r << " is in "
+                                 << (first ? "both parts" : "neither part");
+        in_part[first ? 0 : 1] += plain == 0;
+        EXPECT_TRUE(same_float(whole[at], y[first ? 0 : 1][at]))
+            << (plain ? "multiply_plain" : "multiply") << ", matrix " << k << ", row " << r;
+      }
+    }
+  }
+  EXPECT_GT(in_part[0], 0);
+  EXPECT_GT(in_part[1], 0);
+  // Below the size worth sharing, part 1 is empty.
+  for (const auto& p : reference::split_in_two(list, std::int64_t{1} << 40)) EXPECT_TRUE(p[1].empty());
+}
+
+TEST(SlicedMatrix, TwoPartsComputeTheWholeProduct) {
+  std::mt19937 rng(23);
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    SCOPED_TRACE(dtype == DType::kF32 ? "f32" : "bf16");
+    std::vector<SparseMatrix> three;
+    for (int k = 0; k < 3; ++k) three.push_back(random_matrix(rng, 83 + 40 * k, 150, k != 1, k != 2, Values::kRandom));
+    expect_parts_compute_the_whole(three, dtype, rng, false);
+    // One group of four slices (64 rows on the same 4 columns, by column): the half falls inside it.
+    SparseMatrix group;
+    group.rows = 64;
+    group.cols = 150;
+    group.row_ptr.push_back(0);
+    for (std::int64_t r = 0; r < group.rows; ++r) {
+      for (std::int32_t c : {7, 8, 40, 41}) {
+        group.col.push_back(c);
+        group.val.push_back(draw(rng, Values::kRandom));
+      }
+      group.row_ptr.push_back(static_cast<std::int64_t>(group.col.size()));
+    }
+    expect_parts_compute_the_whole({group}, dtype, rng, true);
+  }
+}
+
+// Each job's two parts run once each, whichever thread takes them, and run() returns after both;
+// now and then the helper has gone to sleep between two jobs and is woken.
+TEST(TwoThreads, RunsEachPartOnceAndWaitsForBoth) {
+  TwoThreads threads;
+  std::vector<int> runs(2 * 20000, 0);
+  std::atomic<std::int64_t> total{0};
+  for (int job = 0; job < 20000; ++job) {
+    if (job % 4000 == 1) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    threads.run([&](int part) {
+      runs[static_cast<std::size_t>(2 * job + part)] += 1;
+      total.fetch_add(1, std::memory_order_relaxed);
+    });
+    ASSERT_EQ(total.load(), 2 * (job + 1)) << "job " << job;
+  }
+  EXPECT_TRUE(std::all_of(runs.begin(), runs.end(), [](int n) { return n == 1; }));
 }
 
 TEST(SlicedMatrix, ChoosesTheFormAndStorageTheWeightsAllow) {
@@ -319,6 +411,7 @@ TEST(RowChoice, SameWinnerAndMarginAsEveryRowsLogit) {
   // Record-like rows: most runs are never summed, the choice is the full one bit for bit.
   const SparseMatrix fields = field_matrix();
   RowChoice fast(fields);
+  TwoThreads threads;
   EXPECT_EQ(fast.rows(), fields.rows);
   EXPECT_GT(fast.runs(), 1);
   std::uniform_real_distribution<float> noise(-0.9f, 0.9f);
@@ -330,9 +423,12 @@ TEST(RowChoice, SameWinnerAndMarginAsEveryRowsLogit) {
     x[13] = noise(rng);
     if (trial % 50 == 7) x[3] = 0, x[5] = 0;  // ties: no single best row, an error on both paths
     if (trial % 50 == 9) x[2] = NAN;          // a NaN logit: an error on both paths
-    expect_same_choice(choose_over_every_row(fields, x), fast.choose(x.data(), kResidualUnit), trial);
+    const auto want = choose_over_every_row(fields, x);
+    expect_same_choice(want, fast.choose(x.data(), kResidualUnit), trial);
+    // Two threads taking runs in the bounds' order: the same choice, margin and errors.
+    expect_same_choice(want, fast.choose(x.data(), kResidualUnit, &threads), trial);
   }
-  EXPECT_LT(fast.summed(), fields.rows * trials / 2) << "the bounds should leave most runs unsummed";
+  EXPECT_LT(fast.summed(), fields.rows * trials) << "the bounds should leave most runs unsummed";
   // Over the sums themselves (the merged model's draft): the first largest sum and its lead.
   for (int trial = 0; trial < 100; ++trial) {
     std::vector<float> x(static_cast<std::size_t>(fields.cols));
@@ -361,6 +457,7 @@ TEST(RowChoice, SameWinnerAndMarginAsEveryRowsLogit) {
     for (int trial = 0; trial < 20; ++trial) {
       const std::vector<float> x = random_input(rng, m.cols, trial >= 15);
       expect_same_choice(choose_over_every_row(m, x), any.choose(x.data(), kResidualUnit), trial);
+      expect_same_choice(choose_over_every_row(m, x), any.choose(x.data(), kResidualUnit, &threads), trial);
     }
   }
 }

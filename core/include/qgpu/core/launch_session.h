@@ -45,6 +45,9 @@ struct ModelRunOptions {
   // to this many tokens ahead and the whole model verifies them in one call
   // (docs/SPECULATION.md); 0 or 1: one forward per token.
   int speculate = 8;
+  // Engine circuit: threads of the layer math, 1 or 2 (each layer's products shared with a helper
+  // thread: the same bits); 0: 2 where the system has two cores or more.
+  int circuit_threads = 0;
   // Optional sinks (called on the caller's thread): a generated record's text (with trace), and
   // progress lines (compiling, merging, feeding the prompt, HALT).
   std::function<void(std::string_view)> on_record;
@@ -95,7 +98,8 @@ sdk::Status merge_circuit(ModelHost& model, std::shared_ptr<const sdk::MachineCi
 // dtype share one, each on a new sequence. One launch uses it at a time.
 class CircuitEngine {
  public:
-  CircuitEngine(std::shared_ptr<const sdk::MachineCircuit> circuit, sdk::DType dtype);
+  // threads: ModelRunOptions::circuit_threads.
+  CircuitEngine(std::shared_ptr<const sdk::MachineCircuit> circuit, sdk::DType dtype, int threads = 0);
   ~CircuitEngine();
   CircuitEngine(const CircuitEngine&) = delete;
   CircuitEngine& operator=(const CircuitEngine&) = delete;

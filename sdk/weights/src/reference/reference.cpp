@@ -1,6 +1,7 @@
 #include "qgpu/weights/reference.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <sstream>
@@ -9,6 +10,7 @@
 #include <immintrin.h>
 
 #include "lanes.h"
+#include "qgpu/weights/two_threads.h"
 #include "sliced.h"
 
 namespace qgpu::weights {
@@ -58,9 +60,28 @@ float calibrated_norm_weight(std::int64_t dk, std::int64_t dv, DType dtype) {
   return std::numeric_limits<float>::quiet_NaN();  // compile() turns this into an error
 }
 
+// Matrices whose products a layer computes at one point, each from its input into its output
+// (pointers into the plan and the scratch), and their slices cut in two (reference::split_in_two).
+struct ReferenceModel::Products {
+  std::vector<const reference::SlicedMatrix*> matrices;
+  std::vector<const float*> inputs;  // nullptr: the normed residual (normed_, which step() may resize)
+  std::vector<float*> outputs;
+  std::vector<std::array<reference::SliceRange, 2>> parts;
+  bool shared = false;  // part 1 has work
+};
+
+namespace {
+// Products smaller than this many steps (a few hundred nanoseconds) run on one thread: handing a
+// part to the helper costs about as much.
+constexpr std::int64_t kSharedSteps = 1024;
+}  // namespace
+
 // One layer, prepared: its matrices sliced, and what can be nonzero.
 struct ReferenceModel::Plan {
   reference::SlicedMatrix qkv, z, b, a, o, gate, up, down;
+  // The products in the order the layer computes them: the input projections (qkv, z, b, a: the
+  // normed residual), the output projection, the MLP's gate and up (the normed residual), its down.
+  Products in, out, gate_up, mlp_down;
   std::vector<std::int32_t> conv_channels;   // channels with a nonzero conv tap, ascending
   std::vector<std::int32_t> qk_channels;     // those of them that are q or k channels
   std::vector<std::int32_t> qk_key_head;     // the same: each one's key head
@@ -145,7 +166,8 @@ void nonzero_elements(const float* x, std::int64_t n, std::vector<std::pair<std:
 }
 }  // namespace
 
-ReferenceModel::ReferenceModel(const std::vector<Layer>& layers, const sdk::LayerShapes& shapes, DType dtype)
+ReferenceModel::ReferenceModel(const std::vector<Layer>& layers, const sdk::LayerShapes& shapes, DType dtype,
+                               int threads)
     : layers_(layers), shapes_(shapes), dtype_(dtype) {
   // rms_norm_eps of the base (the RMSNorms and the gated norm); the q/k l2norm eps is HF's fixed 1e-6.
   eps_ = shapes.rms_norm_eps > 0 ? static_cast<float>(shapes.rms_norm_eps) : kEps;
@@ -240,7 +262,44 @@ ReferenceModel::ReferenceModel(const std::vector<Layer>& layers, const sdk::Laye
   t.read = zeros(dv);
   residual_ = zeros(hidden);
   normed_ = zeros(hidden + 1);
+  // The products' inputs and outputs are in the scratch, which keeps its storage.
+  auto products = [&](Products& to, std::vector<std::pair<const reference::SlicedMatrix*, std::pair<float*, float*>>> list) {
+    for (const auto& [m, io] : list) {
+      to.matrices.push_back(m);
+      to.inputs.push_back(io.first);
+      to.outputs.push_back(io.second);
+    }
+    to.parts = reference::split_in_two(to.matrices, kSharedSteps);
+    to.shared = std::any_of(to.parts.begin(), to.parts.end(), [](const auto& p) { return !p[1].empty(); });
+  };
+  float* const normed = nullptr;
+  for (Plan& p : plans_) {
+    products(p.in, {{&p.qkv, {normed, t.projected.data()}},
+                    {&p.z, {normed, t.z_out.data()}},
+                    {&p.b, {normed, t.b_out.data()}},
+                    {&p.a, {normed, t.a_out.data()}}});
+    products(p.out, {{&p.o, {t.heads_out.data(), t.attention_out.data()}}});
+    products(p.gate_up, {{&p.gate, {normed, t.gate_out.data()}}, {&p.up, {normed, t.up_out.data()}}});
+    products(p.mlp_down, {{&p.down, {t.product.data(), t.mlp_out.data()}}});
+  }
+  if (threads >= 2) threads_ = std::make_unique<TwoThreads>();
   reset();
+}
+
+void ReferenceModel::multiply(const Products& products) {
+  auto part = [&](int j) {
+    for (std::size_t k = 0; k < products.matrices.size(); ++k)
+      if (!products.parts[k][static_cast<std::size_t>(j)].empty())
+        reference::multiply(*products.matrices[k], products.parts[k][static_cast<std::size_t>(j)],
+                            products.inputs[k] != nullptr ? products.inputs[k] : normed_.data(), products.outputs[k],
+                            dtype_);
+  };
+  if (threads_ && products.shared) {
+    threads_->run(part);
+    return;
+  }
+  part(0);
+  part(1);
 }
 
 ReferenceModel::ReferenceModel(ReferenceModel&&) noexcept = default;
@@ -337,7 +396,7 @@ void ReferenceModel::gdn(std::size_t li) {
   const std::int64_t nk = shapes_.linear_num_key_heads, nv = shapes_.linear_num_value_heads;
   const std::int64_t dk = shapes_.linear_key_head_dim, dv = shapes_.linear_value_head_dim;
   const std::int64_t kern = shapes_.linear_conv_kernel, kq = nk * dk;
-  reference::multiply(p.qkv, normed_.data(), t.projected.data(), dtype_);
+  multiply(p.in);  // qkv, z, b and a
   // The causal conv (its output replaces the input in `projected`), then SiLU.
   auto activate = [&](std::int32_t ch, float conv) {
     t.projected[static_cast<std::size_t>(ch)] = conv;
@@ -371,9 +430,6 @@ void ReferenceModel::gdn(std::size_t li) {
           margin.gdn_min, margin.gdn_where, lo, [&] { return "q/k channel " + std::to_string(at); },
           &margin.gdn_head_min[static_cast<std::size_t>(key_head * (nv / nk))]);
   }
-  reference::multiply(p.z, normed_.data(), t.z_out.data(), dtype_);
-  reference::multiply(p.b, normed_.data(), t.b_out.data(), dtype_);
-  reference::multiply(p.a, normed_.data(), t.a_out.data(), dtype_);
   const std::int64_t r = nv / nk;
   const float sqrt_dk = std::sqrt(static_cast<float>(dk));
   const float* act = t.activated.data();
@@ -428,7 +484,7 @@ void ReferenceModel::gdn(std::size_t li) {
           &margin.gdn_head_min[static_cast<std::size_t>(h)]);
     reference::gated_output(o.data(), z, rr, p.norm_weight, dv, out, dtype_);
   }
-  reference::multiply(p.o, t.heads_out.data(), t.attention_out.data(), dtype_);
+  multiply(p.out);
   put_back_zeros(t.projected, p.written.projected);
   put_back_zeros(t.projected, p.written.activated);  // the conv's outputs
   put_back_zeros(t.activated, p.written.activated);
@@ -441,8 +497,7 @@ void ReferenceModel::gdn(std::size_t li) {
 void ReferenceModel::mlp(std::size_t li) {
   const Plan& p = plans_[li];
   Scratch& t = *scratch_;
-  reference::multiply(p.gate, normed_.data(), t.gate_out.data(), dtype_);
-  reference::multiply(p.up, normed_.data(), t.up_out.data(), dtype_);
+  multiply(p.gate_up);
   LayerMargin& margin = margins_[li];
   // A neuron without weights has gate 0, up 0 and product 0: it keeps the 0 it was created as.
   const float lo = reference::neuron_products(p.neurons.data(), p.neurons.size(), t.gate_out.data(), t.up_out.data(),
@@ -458,7 +513,7 @@ void ReferenceModel::mlp(std::size_t li) {
       break;
     }
   }
-  reference::multiply(p.down, t.product.data(), t.mlp_out.data(), dtype_);
+  multiply(p.mlp_down);
   put_back_zeros(t.gate_out, p.written.gate);
   put_back_zeros(t.up_out, p.written.up);
   put_back_zeros(t.product, p.written.neurons);

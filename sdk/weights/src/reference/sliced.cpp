@@ -155,26 +155,105 @@ SlicedMatrix slice(const SparseMatrix& m, DType dtype) {
   return s;
 }
 
-void multiply_plain(const SlicedMatrix& m, const float* x, float* y, DType dtype) {
-  for (std::size_t i = 0; i < m.slices.size(); ++i) {
-    const SlicedMatrix::Slice& sl = m.slices[i];
-    float acc[kSliceRows] = {};
-    for (std::int64_t k = 0; k < sl.steps; ++k) {
-      const std::size_t step = static_cast<std::size_t>(sl.first + k * sl.stride);
-      const std::int64_t cell = static_cast<std::int64_t>(step) * kSliceRows;
-      if (sl.lane_cols < 0) {
-        const float xc = x[m.column[step]];
-        for (int lane = 0; lane < kSliceRows; ++lane)
-          if (m.mask[step] >> lane & 1u) acc[lane] += m.weight(cell + lane) * xc;
-      } else {
-        const std::int32_t* col = &m.lane_col[static_cast<std::size_t>((sl.lane_cols + k) * kSliceRows)];
-        for (int lane = 0; lane < kSliceRows; ++lane) acc[lane] += m.weight(cell + lane) * x[col[lane]];
-      }
+namespace {
+// Slice i's rows with plain loops.
+void plain_slice(const SlicedMatrix& m, std::size_t i, const float* x, float* y, DType dtype) {
+  const SlicedMatrix::Slice& sl = m.slices[i];
+  float acc[kSliceRows] = {};
+  for (std::int64_t k = 0; k < sl.steps; ++k) {
+    const std::size_t step = static_cast<std::size_t>(sl.first + k * sl.stride);
+    const std::int64_t cell = static_cast<std::int64_t>(step) * kSliceRows;
+    if (sl.lane_cols < 0) {
+      const float xc = x[m.column[step]];
+      for (int lane = 0; lane < kSliceRows; ++lane)
+        if (m.mask[step] >> lane & 1u) acc[lane] += m.weight(cell + lane) * xc;
+    } else {
+      const std::int32_t* col = &m.lane_col[static_cast<std::size_t>((sl.lane_cols + k) * kSliceRows)];
+      for (int lane = 0; lane < kSliceRows; ++lane) acc[lane] += m.weight(cell + lane) * x[col[lane]];
     }
-    const std::int32_t* row = &m.row[i * kSliceRows];
-    for (int lane = 0; lane < kSliceRows; ++lane)
-      if (row[lane] >= 0) y[row[lane]] = round_to(dtype, acc[lane]);
   }
+  const std::int32_t* row = &m.row[i * kSliceRows];
+  for (int lane = 0; lane < kSliceRows; ++lane)
+    if (row[lane] >= 0) y[row[lane]] = round_to(dtype, acc[lane]);
+}
+}  // namespace
+
+SliceRange whole(const SlicedMatrix& m) {
+  return {0, static_cast<std::int32_t>(m.groups.size()), 0, static_cast<std::int32_t>(m.by_lane.size())};
+}
+
+void multiply_plain(const SlicedMatrix& m, const SliceRange& part, const float* x, float* y, DType dtype) {
+  for (std::int32_t g = part.group_begin; g < part.group_end; ++g)
+    for (const std::int32_t i : m.groups[static_cast<std::size_t>(g)].slice)
+      if (i >= 0) plain_slice(m, static_cast<std::size_t>(i), x, y, dtype);
+  for (std::int32_t j = part.slice_begin; part.cut >= 0 && j < part.slice_end; ++j)
+    if (const std::int32_t i = m.groups[static_cast<std::size_t>(part.cut)].slice[j]; i >= 0)
+      plain_slice(m, static_cast<std::size_t>(i), x, y, dtype);
+  for (std::int32_t j = part.lane_begin; j < part.lane_end; ++j)
+    plain_slice(m, static_cast<std::size_t>(m.by_lane[static_cast<std::size_t>(j)]), x, y, dtype);
+}
+
+void multiply_plain(const SlicedMatrix& m, const float* x, float* y, DType dtype) {
+  multiply_plain(m, whole(m), x, y, dtype);
+}
+
+std::vector<std::array<SliceRange, 2>> split_in_two(std::span<const SlicedMatrix* const> matrices,
+                                                    std::int64_t min_steps) {
+  // The work of a slice of a group (its own steps), of a group (its longest slice's, four at a
+  // time) and of a slice by lane (gathers).
+  auto slice_work = [](const SlicedMatrix& m, std::int32_t i) {
+    return i < 0 ? 0 : m.slices[static_cast<std::size_t>(i)].steps;
+  };
+  auto group_work = [](const SlicedMatrix::Group& g) { return g.steps * kGroupSlices; };
+  auto lane_work = [](const SlicedMatrix& m, std::int32_t j) {
+    return m.slices[static_cast<std::size_t>(m.by_lane[static_cast<std::size_t>(j)])].steps * kGatherSteps;
+  };
+  std::int64_t total = 0;
+  for (const SlicedMatrix* m : matrices) {
+    for (const SlicedMatrix::Group& g : m->groups) total += group_work(g);
+    for (std::size_t j = 0; j < m->by_lane.size(); ++j) total += lane_work(*m, static_cast<std::int32_t>(j));
+  }
+  const std::int64_t half = total < min_steps ? total + 1 : total / 2;
+  std::int64_t done = 0;  // part 0's work so far
+  std::vector<std::array<SliceRange, 2>> parts;
+  for (const SlicedMatrix* m : matrices) {
+    std::array<SliceRange, 2>& p = parts.emplace_back();
+    const SliceRange all = whole(*m);
+    SliceRange& first = p[0];
+    // Part 0 takes whole groups while they fit in its half; the group across the half is cut
+    // between its slices, part 0 taking its first slices while they fit.
+    while (first.group_end < all.group_end && done < half) {
+      const SlicedMatrix::Group& g = m->groups[static_cast<std::size_t>(first.group_end)];
+      if (done + group_work(g) <= half || g.slice[1] < 0) {
+        done += group_work(g);
+        ++first.group_end;
+        continue;
+      }
+      std::int32_t j = 0;
+      std::int64_t taken = 0;
+      while (j < kGroupSlices && done + taken + slice_work(*m, g.slice[j]) * kGroupSlices / 2 <= half)
+        taken += slice_work(*m, g.slice[j++]) * kGroupSlices / 2;  // alone, a slice runs at half the rate
+      if (j > 0) {
+        first.cut = first.group_end;
+        first.slice_begin = 0;
+        first.slice_end = j;
+        p[1].cut = first.group_end;
+        p[1].slice_begin = j;
+        p[1].slice_end = kGroupSlices;
+        ++first.group_end;  // (the cut group is in neither part's whole groups)
+        done = half;
+      }
+      break;
+    }
+    if (first.group_end == all.group_end && first.cut < 0)
+      while (first.lane_end < all.lane_end && done < half) done += lane_work(*m, first.lane_end++);
+    p[1].group_begin = first.group_end;
+    p[1].group_end = all.group_end;
+    p[1].lane_begin = first.lane_end;
+    p[1].lane_end = all.lane_end;
+    if (first.cut >= 0) first.group_end = first.cut;  // part 0's whole groups end before the cut one
+  }
+  return parts;
 }
 
 namespace {
@@ -218,11 +297,12 @@ __attribute__((target("avx512f"))) inline void store(const SlicedMatrix& m, std:
 }
 
 template <Form kForm>
-__attribute__((target("avx512f"))) void multiply_avx512(const SlicedMatrix& m, const float* x, float* y,
-                                                         DType dtype) {
+__attribute__((target("avx512f"))) void multiply_avx512(const SlicedMatrix& m, const SliceRange& part, const float* x,
+                                                         float* y, DType dtype) {
   const __m512 table = kForm == Form::kCode ? _mm512_loadu_ps(m.table.data()) : _mm512_setzero_ps();
   static_assert(kGroupSlices == 4);
-  for (const SlicedMatrix::Group& g : m.groups) {
+  for (std::int32_t gi = part.group_begin; gi < part.group_end; ++gi) {
+    const SlicedMatrix::Group& g = m.groups[static_cast<std::size_t>(gi)];
     // Four chains of adds side by side, one per slice.
     __m512 acc[kGroupSlices] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
     for (std::int64_t k = 0; k < g.steps; ++k) {
@@ -237,7 +317,23 @@ __attribute__((target("avx512f"))) void multiply_avx512(const SlicedMatrix& m, c
     for (int j = 0; j < kGroupSlices; ++j)
       if (g.slice[j] >= 0) store(m, static_cast<std::size_t>(g.slice[j]), g.first_row[j], g.lanes[j], acc[j], y, dtype);
   }
-  for (const std::int32_t i : m.by_lane) {
+  // A group cut between two parts: its slices [slice_begin, slice_end), one chain each (the padding
+  // steps past a slice's own add in no lane, so its own steps give the same sum).
+  for (std::int32_t j = part.slice_begin; part.cut >= 0 && j < part.slice_end; ++j) {
+    const SlicedMatrix::Group& g = m.groups[static_cast<std::size_t>(part.cut)];
+    if (g.slice[j] < 0) continue;
+    const std::int64_t steps = m.slices[static_cast<std::size_t>(g.slice[j])].steps;
+    __m512 acc = _mm512_setzero_ps();
+    for (std::int64_t k = 0; k < steps; ++k) {
+      const std::int64_t step = g.first + k * kGroupSlices + j;
+      const std::size_t at = static_cast<std::size_t>(step);
+      acc = _mm512_mask_add_ps(acc, static_cast<__mmask16>(m.mask[at]), acc,
+                               _mm512_mul_ps(weights<kForm>(m, step, table), _mm512_set1_ps(x[m.column[at]])));
+    }
+    store(m, static_cast<std::size_t>(g.slice[j]), g.first_row[j], g.lanes[j], acc, y, dtype);
+  }
+  for (std::int32_t j = part.lane_begin; j < part.lane_end; ++j) {
+    const std::int32_t i = m.by_lane[static_cast<std::size_t>(j)];
     const SlicedMatrix::Slice& sl = m.slices[static_cast<std::size_t>(i)];
     __m512 acc = _mm512_setzero_ps();
     // (The masked gather with every lane on is the plain one, without GCC 12's warning.)
@@ -254,15 +350,19 @@ __attribute__((target("avx512f"))) void multiply_avx512(const SlicedMatrix& m, c
 
 }  // namespace
 
-void multiply(const SlicedMatrix& m, const float* x, float* y, DType dtype) {
+void multiply(const SlicedMatrix& m, const SliceRange& part, const float* x, float* y, DType dtype) {
   if (has_avx512() && !m.code.empty())
-    multiply_avx512<Form::kCode>(m, x, y, dtype);
+    multiply_avx512<Form::kCode>(m, part, x, y, dtype);
   else if (has_avx512() && !m.val_bf16.empty())
-    multiply_avx512<Form::kBf16>(m, x, y, dtype);
+    multiply_avx512<Form::kBf16>(m, part, x, y, dtype);
   else if (has_avx512() && !m.val.empty())
-    multiply_avx512<Form::kF32>(m, x, y, dtype);
+    multiply_avx512<Form::kF32>(m, part, x, y, dtype);
   else
-    multiply_plain(m, x, y, dtype);
+    multiply_plain(m, part, x, y, dtype);
+}
+
+void multiply(const SlicedMatrix& m, const float* x, float* y, DType dtype) {
+  multiply(m, whole(m), x, y, dtype);
 }
 
 }  // namespace qgpu::weights::reference

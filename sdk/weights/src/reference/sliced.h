@@ -20,7 +20,9 @@
 // separate: the file is built without contraction into FMA.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "qgpu/weights/model.h"
@@ -82,10 +84,30 @@ struct SlicedMatrix {
 
 SlicedMatrix slice(const SparseMatrix& m, DType dtype);
 
-// y[r] = W·x rounded to dtype for every row with nonzeros; other rows of y are not written.
-// AVX-512 where the CPU has it, else multiply_plain.
+// A part of a matrix's slices: its groups [group_begin, group_end), the slices [slice_begin,
+// slice_end) of group `cut` (-1: none; a group cut between two parts), and its slices by lane
+// by_lane[lane_begin, lane_end). A part computes its slices' rows and no others.
+struct SliceRange {
+  std::int32_t group_begin = 0, group_end = 0, lane_begin = 0, lane_end = 0;
+  std::int32_t cut = -1, slice_begin = 0, slice_end = 0;
+  bool empty() const { return group_begin == group_end && lane_begin == lane_end && cut < 0; }
+};
+SliceRange whole(const SlicedMatrix& m);
+
+// y[r] = W·x rounded to dtype for every row with nonzeros (of the part's slices); other rows of y are
+// not written. AVX-512 where the CPU has it, else multiply_plain.
 void multiply(const SlicedMatrix& m, const float* x, float* y, DType dtype);
+void multiply(const SlicedMatrix& m, const SliceRange& part, const float* x, float* y, DType dtype);
 // The same with plain loops, one lane after another (the tests hold the two equal).
 void multiply_plain(const SlicedMatrix& m, const float* x, float* y, DType dtype);
+void multiply_plain(const SlicedMatrix& m, const SliceRange& part, const float* x, float* y, DType dtype);
+
+// Products that two threads share: the matrices' slices cut into two parts of about equal work
+// (steps, a gathered one counting as several), in order: part 0 the first matrices' slices, part 1
+// the rest, a group cut between its slices where the half falls inside it; [k][0] and [k][1] are
+// matrix k's share of each. Where the products are too small to be worth a second thread (below
+// min_steps), part 1 is empty.
+std::vector<std::array<SliceRange, 2>> split_in_two(std::span<const SlicedMatrix* const> matrices,
+                                                    std::int64_t min_steps);
 
 }  // namespace qgpu::weights::reference

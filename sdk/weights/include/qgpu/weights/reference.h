@@ -46,9 +46,13 @@ struct LayerMargin {
   std::vector<double> gdn_head_min;    // per value head (its q/k, beta and z switches)
 };
 
+class TwoThreads;
+
 class ReferenceModel {
  public:
-  ReferenceModel(const std::vector<Layer>& layers, const sdk::LayerShapes& shapes, DType dtype);
+  // threads 2: each layer's products are shared with a helper thread (the same bits: every row is
+  // still summed by one thread in its own order); 1: the calling thread alone.
+  ReferenceModel(const std::vector<Layer>& layers, const sdk::LayerShapes& shapes, DType dtype, int threads = 1);
   ReferenceModel(ReferenceModel&&) noexcept;
   ReferenceModel& operator=(ReferenceModel&&) = delete;
   ~ReferenceModel();
@@ -79,6 +83,8 @@ class ReferenceModel {
   // Every layer's state with the model's dtype, for read_ram (state.h).
   StateView state_view() const;
   const std::vector<LayerMargin>& margins() const { return margins_; }
+  // The helper thread the products share (threads 2), for other work between steps; else null.
+  TwoThreads* threads() const { return threads_.get(); }
   std::string margin_report() const;  // one line per layer
 
  private:
@@ -88,6 +94,8 @@ class ReferenceModel {
   void norm(const std::vector<float>& x, std::vector<float>& y);
   void gdn(std::size_t layer);
   void mlp(std::size_t layer);
+  struct Products;  // matrices that read their inputs at one point of a layer, split in two (reference.cpp)
+  void multiply(const Products& products);
 
   const std::vector<Layer>& layers_;
   sdk::LayerShapes shapes_;
@@ -95,6 +103,7 @@ class ReferenceModel {
   float eps_ = kEps;
   std::vector<Plan> plans_;
   std::unique_ptr<Scratch> scratch_;
+  std::unique_ptr<TwoThreads> threads_;  // null: one thread
   std::vector<LayerState> state_;
   std::vector<LayerMargin> margins_;
   std::vector<float> residual_, normed_;  // normed_ has one more float, always 0 (the padding's column)

@@ -4,7 +4,9 @@
 // column, the larger of its largest and smallest weight (0 for a row without the column) times x.
 // Runs are summed in the order of their bounds until the next bound lies below the runner-up found
 // so far: no row of a run left out could have won or come second, so the choice and its margin are
-// those of weights::choose over every row's logit.
+// those of weights::choose over every row's logit. With a helper thread (TwoThreads) both threads
+// take runs in that order; the runs left out still lie below the runner-up, so the choice and its
+// margin are the same.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +20,8 @@
 
 namespace qgpu::weights {
 
+class TwoThreads;
+
 class RowChoice {
  public:
   explicit RowChoice(const SparseMatrix& m);
@@ -25,7 +29,7 @@ class RowChoice {
 
   // The winner and its margin among the logits float(sum / divisor) of every row, as choose()
   // gives them (ties and NaN are errors); x holds the columns.
-  sdk::Expected<Choice> choose(const float* x, double divisor);
+  sdk::Expected<Choice> choose(const float* x, double divisor, TwoThreads* threads = nullptr);
   // The same over the rows' sums themselves (double, no division): the first row with the
   // largest sum and its lead over the largest of the others (0 where tied); a NaN sum never wins.
   Choice best_sum(const float* x);
@@ -43,7 +47,7 @@ class RowChoice {
   std::vector<Run> runs_;
   std::int64_t rows_ = 0, summed_ = 0;
   std::vector<std::pair<double, std::size_t>> order_;  // scratch: bound, run
-  std::vector<float> logits_;                          // scratch: one run's logits
+  std::vector<float> logits_[2];                       // scratch: one run's logits, per thread
   std::vector<double> sums_;                           // scratch: one run's sums
   void order_runs(const float* x, double divisor);     // order_ by bound, largest first
   static bool below(double bound, double second);
