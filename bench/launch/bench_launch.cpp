@@ -53,7 +53,7 @@ struct Options {
   std::int64_t max_generated = 2000;  // circuit: skip launches whose stream is longer
   std::int64_t min_generated = 0;     // circuit: skip launches whose stream is shorter
   double min_margin = 0;              // circuit: an exact launch whose smallest margin is below this fails
-  int speculate = 8;                  // model: tokens drafted per verification (0: one forward per token)
+  int speculate = 16;                 // model: tokens drafted per verification (0: one forward per token)
   int circuit_threads = 0;            // circuit: threads of the layer math (0: ModelRunOptions' default)
   double verify_slack = -1;           // model: MergeHost's slack for vouching a batched position (<0: its default)
   bool verify_audit = false;          // model: redo every verification token by token and compare the logits
@@ -530,7 +530,7 @@ const char* kUsage =
     "  --model        the same with the circuit merged in front of the config's base (run --engine model:\n"
     "                 the model's own logits choose every token; merged once)\n"
     "  --dense        model: the circuit layers dense on the backend (default: exact sparse path on the host)\n"
-    "  --speculate N  model: the circuit layers draft up to N tokens per verification of the whole model (default 8)\n"
+    "  --speculate N  model: the circuit layers draft up to N tokens per verification of the whole model (default 16)\n"
     "  --no-speculate model: one forward of the whole model per generated token\n"
     "  --verify-slack S      model: the logit slack a batched verification needs to vouch for a position\n"
     "                 (default 1; a huge value redoes every verification token by token)\n"

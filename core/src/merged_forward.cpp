@@ -211,18 +211,9 @@ sdk::Expected<MergedModel::Draft> MergedModel::draft(std::int64_t id) {
     return sdk::invalid_argument("draft: token id " + std::to_string(id) + " is not a record id [" +
                                  std::to_string(base_rows_) + ", " + std::to_string(vocab_rows()) + ")");
   if (drafts_.verified) drafts_ = {};
-  const std::int64_t H = shapes_.hidden_size;
   QGPU_ASSIGN_OR_RETURN(std::vector<float> row, record_row(id - base_rows_));
   step_reference(row, 1);
-  if (!circuit_head_) {  // the guard's circuit choice: the record rows as the circuit built them
-    weights::SparseMatrix u;
-    u.rows = unembedding_rows_;
-    u.cols = H;
-    u.row_ptr = sparse_head_.row_ptr;
-    u.col = sparse_head_.col;
-    u.val.assign(sparse_head_.val.begin(), sparse_head_.val.end());
-    circuit_head_ = std::make_unique<weights::RowChoice>(u);
-  }
+  if (!circuit_head_) return sdk::internal_error("draft: the merge built no index of the record rows");
   const weights::Choice best = circuit_head_->best_sum(row.data());
   Draft d;
   d.choice = best.offset;

@@ -414,6 +414,17 @@ sdk::Expected<std::unique_ptr<MergedModel>> MergedModel::create(sdk::BaseModel& 
     sh.val.push_back(static_cast<float>(unemb.val[p]));
     sh.scaled.push_back(static_cast<float>(unemb.val[p] / m->final_scale_[static_cast<std::size_t>(c)]));
   }
+  // The drafts' choice (speculation, MergedModel::draft): the record rows as the circuit built them,
+  // indexed for weights::RowChoice here rather than in the first launch's generation.
+  if (in.sparse_circuit && m->profiled_ && unemb.rows > 0) {
+    weights::SparseMatrix u;
+    u.rows = unemb.rows;
+    u.cols = H;
+    u.row_ptr = sh.row_ptr;
+    u.col = sh.col;
+    u.val.assign(sh.val.begin(), sh.val.end());
+    m->circuit_head_ = std::make_unique<weights::RowChoice>(u);
+  }
   if (!in.sparse_circuit) {
     if (records > 0) {
       std::vector<float> rows(static_cast<std::size_t>(records * H));

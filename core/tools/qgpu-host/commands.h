@@ -40,7 +40,7 @@ struct RunOptions {
   std::string dtype = "f32";      // the model engines' layer math: f32 or bf16
   bool check = false;             // model engines: compare the generated stream with the interpreter's
   std::uint64_t max_tokens = 0;   // model engines: generated tokens at most (0: the machine's default)
-  int speculate = 8;               // model: tokens drafted per verification (0: one forward per token)
+  int speculate = 16;               // model: tokens drafted per verification (0: one forward per token)
   int circuit_threads = 0;         // circuit: threads of the layer math, 1 or 2 (0: 2 on two cores or more)
   std::string silence;            // engine model: text for KL(base || merged) alone and around the launch
   bool dense = false;             // engine model: circuit layers dense on the backend (default: exact sparse path)
@@ -61,7 +61,7 @@ struct BatchOptions {
   std::string dtype = "f32";
   bool check = false;             // model engines: every generated token against the interpreter's
   std::uint64_t max_tokens = 0;   // per launch (0: the machine's default)
-  int speculate = 8;               // model: tokens drafted per verification (0: one forward per token)
+  int speculate = 16;               // model: tokens drafted per verification (0: one forward per token)
   int circuit_threads = 0;         // circuit: threads of the layer math, 1 or 2 (0: 2 on two cores or more)
   std::uint64_t max_steps = 0;    // per launch (0: the machine's default)
   bool memcheck = false;          // interp: red zones around every array (as run --memcheck)

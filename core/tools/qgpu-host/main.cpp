@@ -80,7 +80,7 @@ int main_impl(int argc, char** argv) {
       ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 40));
   run->add_option("--speculate", run_options.speculate,
                   "model: the circuit layers draft up to N tokens, the whole model verifies them in one call "
-                  "(default 8; the generated tokens are the same, docs/SPECULATION.md)")
+                  "(default 16; the generated tokens are the same, docs/SPECULATION.md)")
       ->check(CLI::Range(2, 256));
   run->add_flag_callback("--no-speculate", [&run_options] { run_options.speculate = 0; },
                          "model: one forward of the whole model per generated token");
@@ -123,7 +123,7 @@ int main_impl(int argc, char** argv) {
   batch->add_option("--max-tokens", batch_options.max_tokens,
                     "circuit/model: stop a launch with an error after this many generated tokens");
   batch->add_option("--speculate", batch_options.speculate,
-                    "model: tokens the circuit layers draft per verification of the whole model (default 8)")
+                    "model: tokens the circuit layers draft per verification of the whole model (default 16)")
       ->check(CLI::Range(2, 256));
   batch->add_flag_callback("--no-speculate", [&batch_options] { batch_options.speculate = 0; },
                            "model: one forward of the whole model per generated token");

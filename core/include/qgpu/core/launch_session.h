@@ -44,7 +44,7 @@ struct ModelRunOptions {
   // Engine model, where the model speculates (ModelHost::speculates): the circuit layers draft up
   // to this many tokens ahead and the whole model verifies them in one call
   // (docs/SPECULATION.md); 0 or 1: one forward per token.
-  int speculate = 8;
+  int speculate = 16;
   // Engine circuit: threads of the layer math, 1 or 2 (each layer's products shared with a helper
   // thread: the same bits); 0: 2 where the system has two cores or more.
   int circuit_threads = 0;
