@@ -240,18 +240,17 @@ std::vector<std::array<SliceRange, 2>> split_in_two(std::span<const SlicedMatrix
         p[1].cut = first.group_end;
         p[1].slice_begin = j;
         p[1].slice_end = kGroupSlices;
-        ++first.group_end;  // (the cut group is in neither part's whole groups)
         done = half;
       }
       break;
     }
     if (first.group_end == all.group_end && first.cut < 0)
       while (first.lane_end < all.lane_end && done < half) done += lane_work(*m, first.lane_end++);
-    p[1].group_begin = first.group_end;
+    // Part 1: the rest (its whole groups after a cut group, which neither part has whole).
+    p[1].group_begin = first.cut >= 0 ? first.cut + 1 : first.group_end;
     p[1].group_end = all.group_end;
     p[1].lane_begin = first.lane_end;
     p[1].lane_end = all.lane_end;
-    if (first.cut >= 0) first.group_end = first.cut;  // part 0's whole groups end before the cut one
   }
   return parts;
 }
