@@ -10,7 +10,8 @@ namespace {
 
 constexpr double kK = kGain;
 
-// Folds terms on the constant field into a bias and merges repeated rails.
+// Folds terms on the constant field into a bias and merges repeated rails (dropping those
+// whose weights cancel).
 void normalize_terms(const Circuit& c, std::vector<Term>& terms, double& bias) {
   std::vector<Term> out;
   for (const Term& t : terms) {
@@ -25,6 +26,7 @@ void normalize_terms(const Circuit& c, std::vector<Term>& terms, double& bias) {
     else
       out.push_back(t);
   }
+  std::erase_if(out, [](const Term& t) { return t.weight == 0; });  // rails that cancelled
   terms = std::move(out);
 }
 
@@ -54,6 +56,10 @@ std::vector<Term> out_bit(Bit b, double coef = 1) {
 }  // namespace
 
 sdk::Status MlpBuilder::step(std::vector<Term> terms, double t, const std::vector<Term>& outs) {
+  return step(std::move(terms), t, kUpOne, outs);
+}
+
+sdk::Status MlpBuilder::step(std::vector<Term> terms, double t, const Affine& up, const std::vector<Term>& outs) {
   double bias = 0;
   normalize_terms(circuit_, terms, bias);
   t -= bias;  // Σ w·b + bias ≥ t  <=>  Σ w·b ≥ t - bias
@@ -61,18 +67,18 @@ sdk::Status MlpBuilder::step(std::vector<Term> terms, double t, const std::vecto
   for (const Term& x : terms) (x.weight > 0 ? smax : smin) += x.weight;
   if (t > smax) return sdk::Status::ok();  // never fires
   if (t <= smin) {                         // always fires
-    constant(outs);
+    constant(up, outs);
     return sdk::Status::ok();
   }
   if (smax - t <= 255) {
-    op_.neurons.push_back(Neuron{gate_of(terms, 1, -t + 1), kUpOne, scaled(outs, 1 / kK)});
-    op_.neurons.push_back(Neuron{gate_of(terms, 1, -t), kUpOne, scaled(outs, -1 / kK)});
+    op_.neurons.push_back(Neuron{gate_of(terms, 1, -t + 1), up, scaled(outs, 1 / kK)});
+    op_.neurons.push_back(Neuron{gate_of(terms, 1, -t), up, scaled(outs, -1 / kK)});
     return sdk::Status::ok();
   }
   if (t - smin <= 256) {
-    constant(outs);
-    op_.neurons.push_back(Neuron{gate_of(terms, -1, t), kUpOne, scaled(outs, -1 / kK)});
-    op_.neurons.push_back(Neuron{gate_of(terms, -1, t - 1), kUpOne, scaled(outs, 1 / kK)});
+    constant(up, outs);
+    op_.neurons.push_back(Neuron{gate_of(terms, -1, t), up, scaled(outs, -1 / kK)});
+    op_.neurons.push_back(Neuron{gate_of(terms, -1, t - 1), up, scaled(outs, 1 / kK)});
     return sdk::Status::ok();
   }
   return sdk::unsupported("threshold step [S >= " + std::to_string(static_cast<long long>(t)) + "] over S in [" +
@@ -89,8 +95,19 @@ void MlpBuilder::select(const std::vector<Bit>& match, const Affine& x, const st
   op_.neurons.push_back(Neuron{g, x, scaled(outs, 1 / kK)});
 }
 
-void MlpBuilder::constant(const std::vector<Term>& outs) {
-  op_.neurons.push_back(Neuron{Affine{{}, kK}, kUpOne, scaled(outs, 1 / kK)});
+void MlpBuilder::select_groups(const std::vector<std::vector<Bit>>& groups, const Affine& x,
+                               const std::vector<Term>& outs) {
+  Affine g;
+  for (const std::vector<Bit>& group : groups)
+    for (const Bit& b : group) g.terms.push_back(Term{b, 2 * kK});
+  g.bias = -kK * (2.0 * static_cast<double>(groups.size()) - 1);
+  op_.neurons.push_back(Neuron{g, x, scaled(outs, 1 / kK)});
+}
+
+void MlpBuilder::constant(const std::vector<Term>& outs) { constant(kUpOne, outs); }
+
+void MlpBuilder::constant(const Affine& up, const std::vector<Term>& outs) {
+  op_.neurons.push_back(Neuron{Affine{{}, kK}, up, scaled(outs, 1 / kK)});
 }
 
 void MlpBuilder::scale_writes(const Word& bits, double g) {

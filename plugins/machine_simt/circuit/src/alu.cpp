@@ -15,12 +15,9 @@ namespace {
 using weights::Affine;
 using weights::Bit;
 using weights::Circuit;
-using weights::MlpOp;
-using weights::Neuron;
 using weights::Term;
 using weights::Word;
 
-constexpr double kK = weights::kGain;
 constexpr int kWidth = 32;
 constexpr int kGroup = 8;  // adder digit: one MLP adds at most 8 bits exactly in bf16
 constexpr int kGroups = kWidth / kGroup;
@@ -33,102 +30,6 @@ constexpr int kFlagH1 = 9;    // [T0 >= 257]
 constexpr int kFlagBig = 10;  // b >= 32
 constexpr int kFlagCnz = 11;  // c != 0
 constexpr int kFlags = 12;
-
-std::vector<Term> scaled(const std::vector<Term>& outs, double f) {
-  std::vector<Term> r = outs;
-  for (Term& t : r) t.weight *= f;
-  return r;
-}
-
-// One MLP operation under construction. Like weights::MlpBuilder, but every
-// step and selector takes its up projection: an opcode group there (0 or 1,
-// the opcode being one-hot) enables the neuron for those operations only,
-// multiplying an exact 0/K by an exact 0/±1/±2.
-class Mlp {
- public:
-  explicit Mlp(Circuit& c) : c_(c) {}
-
-  // up·[Σ terms ≥ t] added to outs (integer weights, integer t). Direct form
-  // silu(K(S−t+1)) − silu(K(S−t)) when max S − t <= 255, else flipped
-  // K − silu(K(t−S)) + silu(K(t−1−S)) when t − min S <= 256; otherwise not exact
-  // in bf16 (an error naming the range). 2 neurons (+1 constant, shared per up).
-  sdk::Status step(std::vector<Term> terms, double t, const Affine& up, const std::vector<Term>& outs) {
-    double bias = 0;
-    normalize(terms, bias);
-    t -= bias;
-    double smax = 0, smin = 0;
-    for (const Term& x : terms) (x.weight > 0 ? smax : smin) += x.weight;
-    if (t > smax) return sdk::Status::ok();
-    if (t <= smin) {
-      constant(up, outs);
-      return sdk::Status::ok();
-    }
-    if (smax - t <= 255) {
-      add(gate(terms, 1, 1 - t), up, scaled(outs, 1 / kK));
-      add(gate(terms, 1, -t), up, scaled(outs, -1 / kK));
-      return sdk::Status::ok();
-    }
-    if (t - smin <= 256) {
-      constant(up, outs);
-      add(gate(terms, -1, t), up, scaled(outs, -1 / kK));
-      add(gate(terms, -1, t - 1), up, scaled(outs, 1 / kK));
-      return sdk::Status::ok();
-    }
-    return sdk::unsupported("alu: step [S >= " + std::to_string(static_cast<long long>(t)) + "] over S in [" +
-                            std::to_string(static_cast<long long>(smin)) + ", " +
-                            std::to_string(static_cast<long long>(smax)) + "] is not exact in bf16 (over by " +
-                            std::to_string(static_cast<long long>(std::min(smax - t - 255, t - smin - 256))) + ")");
-  }
-
-  // up·[every condition holds] added to outs; a condition is a set of bits of
-  // which at most one is 1 (one bit, or an opcode group) and holds when one is.
-  // silu(K(2·Σ − 2n + 1))·up: 1 neuron.
-  void select(const std::vector<std::vector<Bit>>& conds, const Affine& up, const std::vector<Term>& outs) {
-    Affine g;
-    for (const auto& cond : conds)
-      for (const Bit& b : cond) g.terms.push_back(Term{b, 2 * kK});
-    g.bias = -kK * (2.0 * static_cast<double>(conds.size()) - 1);
-    add(std::move(g), up, scaled(outs, 1 / kK));
-  }
-
-  // up added to outs (silu(K)·up: 1 neuron).
-  void constant(const Affine& up, const std::vector<Term>& outs) { add(Affine{{}, kK}, up, scaled(outs, 1 / kK)); }
-
-  sdk::Status commit(const std::string& name, int overwrites = -1) {
-    return c_.add_mlp(name, std::move(op_), overwrites);
-  }
-
- private:
-  // Folds terms on the constant field into the bias and merges repeated rails.
-  void normalize(std::vector<Term>& terms, double& bias) const {
-    std::vector<Term> out;
-    for (const Term& t : terms) {
-      if (t.bit.field == c_.one().field) {
-        if (!t.bit.neg) bias += t.weight;
-        continue;
-      }
-      auto it = std::find_if(out.begin(), out.end(), [&](const Term& o) { return o.bit == t.bit; });
-      if (it != out.end())
-        it->weight += t.weight;
-      else
-        out.push_back(t);
-    }
-    std::erase_if(out, [](const Term& t) { return t.weight == 0; });
-    terms = std::move(out);
-  }
-  static Affine gate(const std::vector<Term>& terms, double sign, double bias) {
-    Affine a;
-    for (const Term& t : terms) a.terms.push_back(Term{t.bit, sign * kK * t.weight});
-    a.bias = kK * bias + 0.0;  // + 0.0: a -0 bias would defeat the compiler's deduplication
-    return a;
-  }
-  void add(Affine g, const Affine& up, std::vector<Term> down) {
-    op_.neurons.push_back(Neuron{std::move(g), up, std::move(down)});
-  }
-
-  Circuit& c_;
-  MlpOp op_;
-};
 
 // Operations that compare a and b through a + ~b + 1, by the order of the top bit.
 const std::vector<Op> kSignedCmp = {Op::kMin, Op::kMax, Op::kSetLt, Op::kSetLe, Op::kSetGt, Op::kSetGe};
@@ -201,7 +102,7 @@ std::vector<Term> carry_terms(const Word& f, int m, double sign) {
 // sum bits are final, groups 1-3 hold local sums (carry-in 0), each bit as
 // [T ≥ 2^i] − [T ≥ 2^(i+1)] + [T ≥ 3·2^i]; G_m/P_m of groups < `gp_groups`.
 // `up_lo` enables groups 0-2, `up_hi` group 3.
-sdk::Status adder_digits(Mlp& mb, const Word& x, const Word& y, int plus, const Affine& up_lo, const Affine& up_hi,
+sdk::Status adder_digits(weights::MlpBuilder& mb, const Word& x, const Word& y, int plus, const Affine& up_lo, const Affine& up_hi,
                          int gp_groups, const Word& sum, const Word& f) {
   for (int m = 0; m < kGroups; ++m) {
     const int lo = m * kGroup;
@@ -233,7 +134,7 @@ struct Lane {
 sdk::Status layer1(Circuit& c, const Ops& op, const std::string& name, Lane& ln) {
   const Word& a = ln.in.a;
   const Word& b = ln.in.b;
-  Mlp mb(c);
+  weights::MlpBuilder mb(c);
   // add: a + b.
   QGPU_RETURN_IF_ERROR(adder_digits(mb, a, b, 0, op.any({Op::kAdd}), op.any({Op::kAdd}), kGroups - 1, ln.x, ln.f));
   // sub and every compare: a + ~b + 1. The top group's G/P is unsigned here (sub, unsigned
@@ -268,12 +169,12 @@ sdk::Status layer1(Circuit& c, const Ops& op, const std::string& name, Lane& ln)
     cr.push_back(shr);
     cf.push_back(sra);
     for (int i = k; i < kWidth; ++i) {
-      mb.select(cl, Affine{{Term{a[i - k], 1}}, 0}, out(ln.x[i]));
-      mb.select(cr, Affine{{Term{a[kWidth - 1 - (i - k)], 1}}, 0}, out(ln.x[i]));
+      mb.select_groups(cl, Affine{{Term{a[i - k], 1}}, 0}, out(ln.x[i]));
+      mb.select_groups(cr, Affine{{Term{a[kWidth - 1 - (i - k)], 1}}, 0}, out(ln.x[i]));
     }
     std::vector<Term> fill;
     for (int i = 0; i < k; ++i) fill.push_back(Term{ln.x[i], 1});
-    if (!fill.empty()) mb.select(cf, Affine{{Term{a.back(), 1}}, 0}, fill);
+    if (!fill.empty()) mb.select_groups(cf, Affine{{Term{a.back(), 1}}, 0}, fill);
   }
   // PTX clamp: any of b[31:5] set means b >= 32.
   std::vector<Term> hi;
@@ -292,7 +193,7 @@ sdk::Status layer2(Circuit& c, const Ops& op, const std::string& name, Lane& ln)
   const Word& x = ln.x;
   const Word& f = ln.f;
   const Word& d = ln.d;
-  Mlp mb(c);
+  weights::MlpBuilder mb(c);
   const std::vector<Bit> addsub = op.bits({Op::kAdd, Op::kSub});
   // The NOT of a: 1 − a (the constant here, −a below).
   std::vector<Term> all;
@@ -303,7 +204,7 @@ sdk::Status layer2(Circuit& c, const Ops& op, const std::string& name, Lane& ln)
     const Affine a_minus_b{{Term{a[i], 1}, Term{b[i], -1}}, 0};
     // x is scratch except for add/sub, where it already holds the sum bit (group 0)
     // or the group's local sum: remove it for every other operation.
-    mb.select({{x[i]}}, op.up({{Op::kAdd, -1}, {Op::kSub, -1}}, 1), out(d[i], -1));
+    mb.select_groups({{x[i]}}, op.up({{Op::kAdd, -1}, {Op::kSub, -1}}, 1), out(d[i], -1));
     // Carry-select, groups 1-3: flip the local sum bit when the carry comes in and
     // every lower bit of the group is 1: [W·(those bits + add/sub) + E_m ≥ W·n + 2^m],
     // W = 2^(m+1) > max E_m, times (1 − 2x_i).
@@ -318,15 +219,15 @@ sdk::Status layer2(Circuit& c, const Ops& op, const std::string& name, Lane& ln)
           mb.step(t, w * n + std::ldexp(1.0, m), Affine{{Term{!x[i], 1}, Term{x[i], -1}}, 0}, out(d[i])));
     }
     // Logic from a and b: mov/or/xor/not take a, or/xor/min/max/sel take b, a∧b corrects.
-    mb.select({{a[i]}}, op.up({{Op::kMov, 1}, {Op::kOr, 1}, {Op::kXor, 1}, {Op::kNot, -1}}), out(d[i]));
-    mb.select(
+    mb.select_groups({{a[i]}}, op.up({{Op::kMov, 1}, {Op::kOr, 1}, {Op::kXor, 1}, {Op::kNot, -1}}), out(d[i]));
+    mb.select_groups(
         {{b[i]}},
         op.up(
             {{Op::kOr, 1}, {Op::kXor, 1}, {Op::kMin, 1}, {Op::kMinU, 1}, {Op::kMax, 1}, {Op::kMaxU, 1}, {Op::kSel, 1}}),
         out(d[i]));
-    mb.select({{a[i]}, {b[i]}}, op.up({{Op::kAnd, 1}, {Op::kOr, -1}, {Op::kXor, -2}}), out(d[i]));
+    mb.select_groups({{a[i]}, {b[i]}}, op.up({{Op::kAnd, 1}, {Op::kOr, -1}, {Op::kXor, -2}}), out(d[i]));
     // sel, min, max: b + cond·(a − b) with cond = c != 0, a < b, a >= b.
-    mb.select({{f[kFlagCnz]}, op.bits({Op::kSel})}, a_minus_b, out(d[i]));
+    mb.select_groups({{f[kFlagCnz]}, op.bits({Op::kSel})}, a_minus_b, out(d[i]));
     std::vector<Term> lt = e_neg;  // [32·min − E ≥ 17]: min and a < b (E <= 15)
     for (const Bit& o : op.bits({Op::kMin, Op::kMinU})) lt.push_back(Term{o, 32});
     QGPU_RETURN_IF_ERROR(mb.step(lt, 17, a_minus_b, out(d[i])));
@@ -363,14 +264,14 @@ sdk::Status layer2(Circuit& c, const Ops& op, const std::string& name, Lane& ln)
     cf.push_back(sra);
     const int dist = static_cast<int>(4 * k);
     for (int i = dist; i < kWidth; ++i) {
-      mb.select(cl, Affine{{Term{x[i - dist], 1}}, 0}, out(d[i]));
-      mb.select(cr, Affine{{Term{x[i - dist], 1}}, 0}, out(d[kWidth - 1 - i]));
+      mb.select_groups(cl, Affine{{Term{x[i - dist], 1}}, 0}, out(d[i]));
+      mb.select_groups(cr, Affine{{Term{x[i - dist], 1}}, 0}, out(d[kWidth - 1 - i]));
     }
     std::vector<Term> fill;
     for (int i = 0; i < dist; ++i) fill.push_back(Term{d[kWidth - 1 - i], 1});
-    if (!fill.empty()) mb.select(cf, Affine{{Term{a.back(), 1}}, 0}, fill);
+    if (!fill.empty()) mb.select_groups(cf, Affine{{Term{a.back(), 1}}, 0}, fill);
   }
-  mb.select({{f[kFlagBig]}, sra}, Affine{{Term{a.back(), 1}}, 0}, all);  // sra by >= 32: the sign
+  mb.select_groups({{f[kFlagBig]}, sra}, Affine{{Term{a.back(), 1}}, 0}, all);  // sra by >= 32: the sign
   return mb.commit(name, x.front().field);
 }
 

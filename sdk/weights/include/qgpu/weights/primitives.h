@@ -31,11 +31,20 @@ class MlpBuilder {
   // neuron); otherwise the gate is not exact in bf16 and this fails, naming the
   // range. 2 neurons; 0 if the step is constant (1 shared bias neuron if it is 1).
   sdk::Status step(std::vector<Term> terms, double t, const std::vector<Term>& outs);
+  // The same step times an up projection: up·[Σ terms ≥ t]. With up an exact 0/±1/±2 (a
+  // group of one-hot opcode bits, say), the neurons act for those inputs only.
+  sdk::Status step(std::vector<Term> terms, double t, const Affine& up, const std::vector<Term>& outs);
   // Adds coef·sel·x for a selector that is exactly 1 when Σ match terms equals
   // its maximum: silu(K(2·Σ m - 2·|m| + 1))·x. 1 neuron.
   void select(const std::vector<Bit>& match, const Affine& x, const std::vector<Term>& outs);
+  // A selector over groups: 1 when every group has a bit that is 1, where each group
+  // holds at most one 1 (one bit, or a set of one-hot opcode bits):
+  // silu(K(2·Σ bits - 2·|groups| + 1))·x. 1 neuron.
+  void select_groups(const std::vector<std::vector<Bit>>& groups, const Affine& x, const std::vector<Term>& outs);
   // Adds coef·(constant 1) to each output (the shared bias neuron).
   void constant(const std::vector<Term>& outs);
+  // Adds coef·up (silu(K)·up: 1 neuron).
+  void constant(const Affine& up, const std::vector<Term>& outs);
   // Multiplies by g every weight the neurons added so far put on one of `bits` (either
   // rail): the op's whole contribution to those bits, exactly, when g is a power of two.
   void scale_writes(const Word& bits, double g);
