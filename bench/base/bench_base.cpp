@@ -1,8 +1,12 @@
 // bench/base: prefill and decode tokens/s of a Qwen3.5-2B-shaped stack on the
-// LibTorch backend (random weights), the mat-vec floor, and peak RSS.
+// config's tensor backend (LibTorch; random weights), the mat-vec floor, and peak RSS.
 //
 //   qgpu_bench_base [--dtype f32|bf16] [--layers N] [--prompt T] [--decode N] [--threads N] [--vocab V]
+//                   [--config FILE]
 //
+// The backend is the plugin the config selects (default configs/simt_qwen2b.yaml), loaded as
+// qgpu-host loads it, with its dtype and threads set from the command line; every layer runs
+// through sdk::decoder_layer, the definition the base plugin's stack runs.
 // Without --dtype it runs itself once per dtype (separate processes, so each
 // peak RSS is its own). The mat-vec floor is the time of one token's weight
 // mat-vecs alone (every Linear of the stack and the lm_head, [1, in] x W^T,
@@ -12,18 +16,20 @@
 #include <immintrin.h>
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "qgpu/qwen35/stack.h"
-#include "torch_backend.h"
+#include "qgpu/core/host.h"
+#include "qgpu/sdk/sdk.h"
 
 namespace {
 
@@ -51,6 +57,7 @@ T must(sdk::Expected<T> e, const char* what) {
 
 struct Args {
   std::string dtype;
+  std::string config = QGPU_CONFIG;
   int layers = 4, prompt = 256, decode = 32, threads = 2;
   std::int64_t vocab = 8192;
 };
@@ -97,17 +104,84 @@ double read_bandwidth(int threads) {
   return best;
 }
 
+// The stack's shapes: Qwen3.5-2B's layers (every fourth a full-attention layer).
+struct StackShape {
+  std::int64_t hidden = 2048, intermediate = 6144, vocab = 0;
+  std::vector<bool> linear;  // per layer: Gated DeltaNet (else attention)
+  sdk::DeltaNetShape delta_net{16, 16, 128, 128, 4, 1e-6};
+  sdk::AttentionShape attention{8, 2, 256, 64, 1e7, 1e-6};
+  double eps = 1e-6;
+};
+
+// The decoder stack over uploaded weights: embedding, the layers with their states, the final
+// norm and the lm_head (tied to the embedding).
+class Stack {
+ public:
+  Stack(sdk::TensorBackend& backend, StackShape shape, const std::map<std::string, sdk::Handle<sdk::Tensor>>& weights)
+      : be_(backend), shape_(std::move(shape)), weights_(weights) {
+    for (std::size_t i = 0; i < shape_.linear.size(); ++i) states_.push_back(must(be_.create_state(), "state"));
+  }
+
+  sdk::Expected<sdk::Handle<sdk::Tensor>> forward(std::span<const std::int64_t> ids) {
+    sdk::Handle<sdk::Tensor> h, x;
+    QGPU_ASSIGN_OR_RETURN(h, be_.embed(weight("embed_tokens.weight"), ids));
+    for (std::size_t i = 0; i < shape_.linear.size(); ++i) {
+      const std::string p = "layers." + std::to_string(i) + ".";
+      sdk::LayerState& state = *states_[i];
+      auto mixer = [&](const sdk::Tensor& normed) -> sdk::Expected<sdk::Handle<sdk::Tensor>> {
+        if (shape_.linear[i]) {
+          const std::string a = p + "linear_attn.";
+          const sdk::DeltaNetWeights w{&weight(a + "in_proj_qkv.weight"), &weight(a + "in_proj_z.weight"),
+                                       &weight(a + "in_proj_b.weight"),   &weight(a + "in_proj_a.weight"),
+                                       &weight(a + "conv1d.weight"),      &weight(a + "dt_bias"),
+                                       &weight(a + "A_log"),              &weight(a + "norm.weight"),
+                                       &weight(a + "out_proj.weight")};
+          return be_.gated_delta_net(normed, w, shape_.delta_net, state);
+        }
+        const std::string a = p + "self_attn.";
+        const sdk::AttentionWeights w{&weight(a + "q_proj.weight"), &weight(a + "k_proj.weight"),
+                                      &weight(a + "v_proj.weight"), &weight(a + "o_proj.weight"),
+                                      &weight(a + "q_norm.weight"), &weight(a + "k_norm.weight")};
+        return be_.gated_attention(normed, w, shape_.attention, state);
+      };
+      const sdk::MlpWeights mlp{&weight(p + "mlp.gate_proj.weight"), &weight(p + "mlp.up_proj.weight"),
+                                &weight(p + "mlp.down_proj.weight")};
+      QGPU_ASSIGN_OR_RETURN(h, sdk::decoder_layer(be_, *h, weight(p + "input_layernorm.weight"),
+                                                  weight(p + "post_attention_layernorm.weight"), mlp, shape_.eps,
+                                                  mixer));
+    }
+    QGPU_ASSIGN_OR_RETURN(h, be_.rows(*h, h->dim(0) - 1, h->dim(0)));  // the last position's logits
+    QGPU_ASSIGN_OR_RETURN(x, be_.rms_norm(*h, weight("norm.weight"), shape_.eps));
+    return be_.linear(*x, weight("embed_tokens.weight"));
+  }
+
+  void reset() {
+    for (auto& state : states_) state->reset();
+  }
+
+ private:
+  const sdk::Tensor& weight(const std::string& name) const { return *weights_.at(name); }
+
+  sdk::TensorBackend& be_;
+  StackShape shape_;
+  const std::map<std::string, sdk::Handle<sdk::Tensor>>& weights_;
+  std::vector<sdk::Handle<sdk::LayerState>> states_;
+};
+
 int run(const Args& args) {
-  using qwen35::Qwen35Config;
-  Qwen35Config cfg;
-  cfg.hidden_size = 2048;
-  cfg.intermediate_size = 6144;
-  cfg.vocab_size = args.vocab;
-  for (int i = 0; i < args.layers; ++i) cfg.layer_types.push_back(i % 4 == 3 ? "full_attention" : "linear_attention");
-  cfg.delta_net = {16, 16, 128, 128, 4, 1e-6};
-  cfg.attention = {8, 2, 256, 64, 1e7, 1e-6};
   const auto dtype = must(sdk::parse_dtype(args.dtype), "--dtype");
-  torch_backend::TorchBackend backend(torch_backend::BackendOptions{{}, dtype, args.threads});
+  core::HostOptions host_options;
+  host_options.config_file = args.config;
+  std::error_code ec;
+  host_options.executable = std::filesystem::read_symlink("/proc/self/exe", ec);
+  auto host = must(core::Host::open(host_options), "config");
+  auto backend_object = must(
+      host->instantiate<sdk::TensorBackend>({{"dtype", args.dtype}, {"threads", std::to_string(args.threads)}}),
+      "backend");
+  sdk::TensorBackend& backend = *backend_object;
+  StackShape cfg;
+  cfg.vocab = args.vocab;
+  for (int i = 0; i < args.layers; ++i) cfg.linear.push_back(i % 4 != 3);
 
   // Random weights: a shared pool of N(0,1) values, each tensor a scaled window of it.
   std::mt19937 rng(7);
@@ -131,15 +205,15 @@ int run(const Args& args) {
     weights.emplace(name, must(backend.upload(view), "upload"));
     if (shape.size() == 2 && name.find("embed") == std::string::npos) linears.emplace_back(name, shape);
   };
-  const std::int64_t H = cfg.hidden_size, I = cfg.intermediate_size, K = 16 * 128, V = 16 * 128;
+  const std::int64_t H = cfg.hidden, I = cfg.intermediate, K = 16 * 128, V = 16 * 128;
   auto lin = [&](const std::string& name, std::int64_t out, std::int64_t in) {
     add(name, {out, in}, 1.0f / std::sqrt(static_cast<float>(in)));
   };
-  add("embed_tokens.weight", {cfg.vocab_size, H}, 1.0f);
+  add("embed_tokens.weight", {cfg.vocab, H}, 1.0f);
   add("norm.weight", {H}, 0.1f);
   for (int i = 0; i < args.layers; ++i) {
     const std::string p = "layers." + std::to_string(i) + ".";
-    if (cfg.layer_types[i] == "linear_attention") {
+    if (cfg.linear[static_cast<std::size_t>(i)]) {
       const std::string a = p + "linear_attn.";
       lin(a + "in_proj_qkv.weight", 2 * K + V, H);
       lin(a + "in_proj_z.weight", V, H);
@@ -166,30 +240,25 @@ int run(const Args& args) {
     add(p + "post_attention_layernorm.weight", {H}, 0.1f);
   }
   buffer = {};
-  auto stack = must(qwen35::Qwen35Stack::create(backend, cfg,
-                                                       [&](const std::string& n) -> const sdk::Tensor* {
-                                                         auto it = weights.find(n);
-                                                         return it == weights.end() ? nullptr : it->second.get();
-                                                       }),
-                    "stack");
+  Stack stack(backend, cfg, weights);
 
   std::vector<std::int64_t> prompt(static_cast<std::size_t>(args.prompt));
-  for (auto& id : prompt) id = static_cast<std::int64_t>(rng() % cfg.vocab_size);
-  std::vector<float> logit(static_cast<std::size_t>(cfg.vocab_size));
-  auto view = must(sdk::make_view(logit.data(), sdk::DType::kF32, {1, cfg.vocab_size}), "view");
+  for (auto& id : prompt) id = static_cast<std::int64_t>(rng() % cfg.vocab);
+  std::vector<float> logit(static_cast<std::size_t>(cfg.vocab));
+  auto view = must(sdk::make_view(logit.data(), sdk::DType::kF32, {1, cfg.vocab}), "view");
 
   // Warm-up (allocator, oneDNN primitives), then the measured runs.
-  (void)must(stack.forward(std::span(prompt.data(), std::min<std::size_t>(8, prompt.size())), false), "warm-up");
+  (void)must(stack.forward(std::span(prompt.data(), std::min<std::size_t>(8, prompt.size()))), "warm-up");
   stack.reset();
   auto t0 = Clock::now();
-  auto last = must(stack.forward(prompt, false), "prefill");
+  auto last = must(stack.forward(prompt), "prefill");
   if (!backend.download(*last, view)) return 1;
   const double prefill_s = seconds_since(t0);
 
   std::int64_t next = 0;
   t0 = Clock::now();
   for (int s = 0; s < args.decode; ++s) {
-    auto l = must(stack.forward(std::span(&next, 1), false), "decode");
+    auto l = must(stack.forward(std::span(&next, 1)), "decode");
     if (!backend.download(*l, view)) return 1;
     next = std::max_element(logit.begin(), logit.end()) - logit.begin();
   }
@@ -218,7 +287,7 @@ int run(const Args& args) {
   double weight_bytes = 0;
   const double element = dtype == sdk::DType::kBF16 ? 2 : 4;
   for (const auto& [name, shape] : linears) weight_bytes += element * static_cast<double>(shape[0] * shape[1]);
-  weight_bytes += element * static_cast<double>(cfg.vocab_size * H);
+  weight_bytes += element * static_cast<double>(cfg.vocab * H);
   const double bandwidth = read_bandwidth(args.threads);
   const double memory_floor_s = weight_bytes / bandwidth;
 
@@ -231,7 +300,7 @@ int run(const Args& args) {
       "     memory floor: %.0f MB of weights at %.1f GB/s (a plain read on %d threads) = %.1f ms/token; decode "
       "reaches %.0f%% of it\n"
       "     peak RSS %.0f MiB\n",
-      args.dtype.c_str(), args.layers, static_cast<long long>(cfg.vocab_size), args.threads, args.prompt, prefill_s,
+      args.dtype.c_str(), args.layers, static_cast<long long>(cfg.vocab), args.threads, args.prompt, prefill_s,
       args.prompt / prefill_s, args.decode, decode_s, decode_tok_s, 1e3 * decode_s / args.decode, 1e3 * floor_s,
       1.0 / floor_s, 100.0 * floor_s / (decode_s / args.decode), weight_bytes / 1e6, bandwidth / 1e9, args.threads,
       1e3 * memory_floor_s, 100.0 * memory_floor_s / (decode_s / args.decode), peak_rss_mib());
@@ -263,6 +332,8 @@ int main(int argc, char** argv) {
       args.threads = std::stoi(value());
     else if (a == "--vocab")
       args.vocab = std::stoll(value());
+    else if (a == "--config")
+      args.config = value();
     else {
       std::fprintf(stderr, "bench_base: unknown argument '%s'\n", a.c_str());
       return 2;

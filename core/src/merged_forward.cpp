@@ -28,7 +28,7 @@ sdk::Expected<sdk::Handle<sdk::Tensor>> MergedModel::run_circuit(const sdk::Tens
   const sdk::DeltaNetShape shape{shapes_.linear_num_key_heads, shapes_.linear_num_value_heads,
                                  shapes_.linear_key_head_dim,  shapes_.linear_value_head_dim,
                                  shapes_.linear_conv_kernel,   eps};
-  sdk::Handle<sdk::Tensor> h, x, mixed;
+  sdk::Handle<sdk::Tensor> h;
   if (reference_) {  // sparse: row by row through the reference model
     const std::int64_t T = input.dim(0), H = shapes_.hidden_size;
     std::vector<float> rows(static_cast<std::size_t>(T * H));
@@ -39,14 +39,12 @@ sdk::Expected<sdk::Handle<sdk::Tensor>> MergedModel::run_circuit(const sdk::Tens
   }
   QGPU_ASSIGN_OR_RETURN(h, be.rows(input, 0, input.dim(0)));
   for (std::size_t i = 0; i < layers_.size(); ++i) {
-    Layer& l = layers_[i];
-    QGPU_ASSIGN_OR_RETURN(x, be.rms_norm(*h, *l.input_norm, eps));
+    const Layer& l = layers_[i];
     // The circuit is exact under the token-by-token recurrence (backend.Circuits.*), so every run uses it.
-    QGPU_ASSIGN_OR_RETURN(mixed, be.gated_delta_net(*x, l.gdn, shape, *active_->circuit_[i], sdk::DeltaRule::kRecurrent));
-    QGPU_ASSIGN_OR_RETURN(h, be.add(*h, *mixed));
-    QGPU_ASSIGN_OR_RETURN(x, be.rms_norm(*h, *l.post_norm, eps));
-    QGPU_ASSIGN_OR_RETURN(mixed, be.mlp(*x, l.mlp));
-    QGPU_ASSIGN_OR_RETURN(h, be.add(*h, *mixed));
+    auto mixer = [&](const sdk::Tensor& normed) {
+      return be.gated_delta_net(normed, l.gdn, shape, *active_->circuit_[i], sdk::DeltaRule::kRecurrent);
+    };
+    QGPU_ASSIGN_OR_RETURN(h, sdk::decoder_layer(be, *h, *l.input_norm, *l.post_norm, l.mlp, eps, mixer));
   }
   return h;
 }

@@ -148,7 +148,9 @@ void expect_parts_compute_the_whole(const std::vector<SparseMatrix>& ms, DType d
   for (const auto& m : sliced) list.push_back(&m);
   const auto parts = reference::split_in_two(list, 0);
   ASSERT_EQ(parts.size(), ms.size());
-  if (expect_cut) EXPECT_TRUE(std::any_of(parts.begin(), parts.end(), [](const auto& p) { return p[0].cut >= 0; }));
+  if (expect_cut) {
+    EXPECT_TRUE(std::any_of(parts.begin(), parts.end(), [](const auto& p) { return p[0].cut >= 0; }));
+  }
   std::int64_t in_part[2] = {0, 0};
   const float untouched = 12345.0f;
   for (std::size_t k = 0; k < ms.size(); ++k) {

@@ -100,7 +100,7 @@ sdk::Expected<sdk::Handle<sdk::Tensor>> Qwen35Stack::run_layers(const sdk::Tenso
   State& seq = state != nullptr ? *state : own_;
   if (seq.layers.size() != layers_.size())
     return sdk::invalid_argument("run_layers: a sequence state of another stack");
-  sdk::Handle<sdk::Tensor> h, x, mixed;
+  sdk::Handle<sdk::Tensor> h;
   const sdk::Tensor* in = &input;
   if (first_layer > layers_.size())
     return sdk::invalid_argument("run_layers: from layer " + std::to_string(first_layer) + " of " +
@@ -108,16 +108,12 @@ sdk::Expected<sdk::Handle<sdk::Tensor>> Qwen35Stack::run_layers(const sdk::Tenso
   for (std::size_t i = first_layer; i < layers_.size(); ++i) {
     const Layer& layer = layers_[i];
     sdk::LayerState& layer_state = *seq.layers[i];
-    QGPU_ASSIGN_OR_RETURN(x, be.rms_norm(*in, *layer.input_norm, config_.rms_norm_eps));
-    if (layer.linear) {
-      QGPU_ASSIGN_OR_RETURN(mixed, be.gated_delta_net(*x, layer.delta_net, config_.delta_net, layer_state, rule));
-    } else {
-      QGPU_ASSIGN_OR_RETURN(mixed, be.gated_attention(*x, layer.attention, config_.attention, layer_state));
-    }
-    QGPU_ASSIGN_OR_RETURN(h, be.add(*in, *mixed));
-    QGPU_ASSIGN_OR_RETURN(x, be.rms_norm(*h, *layer.post_norm, config_.rms_norm_eps));
-    QGPU_ASSIGN_OR_RETURN(mixed, be.mlp(*x, layer.mlp));
-    QGPU_ASSIGN_OR_RETURN(h, be.add(*h, *mixed));
+    auto mixer = [&](const sdk::Tensor& normed) -> sdk::Expected<sdk::Handle<sdk::Tensor>> {
+      if (layer.linear) return be.gated_delta_net(normed, layer.delta_net, config_.delta_net, layer_state, rule);
+      return be.gated_attention(normed, layer.attention, config_.attention, layer_state);
+    };
+    QGPU_ASSIGN_OR_RETURN(h, sdk::decoder_layer(be, *in, *layer.input_norm, *layer.post_norm, layer.mlp,
+                                                config_.rms_norm_eps, mixer));
     in = h.get();
     if (hidden != nullptr) {
       sdk::Handle<sdk::Tensor> copy;

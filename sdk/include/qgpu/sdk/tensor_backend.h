@@ -214,4 +214,21 @@ class QGPU_SDK_API TensorBackend : public Plugin {
   }
 };
 
+// One pre-norm decoder layer (Qwen3.5's, QWEN35.md §2.1) over a backend's layer operations:
+// h = x + mixer(rms_norm(x, input_norm)), then h + mlp(rms_norm(h, post_norm)). `mixer` takes the
+// normed [T, H] rows to the token mixer's output (a Gated DeltaNet or an attention layer, with
+// its state). The base plugin's stack and core's merged model (the circuit's layers on the dense
+// path) both run their layers through this one definition.
+template <typename Mixer>
+Expected<Handle<Tensor>> decoder_layer(TensorBackend& backend, const Tensor& x, const Tensor& input_norm,
+                                       const Tensor& post_norm, const MlpWeights& mlp, double eps, Mixer&& mixer) {
+  Handle<Tensor> normed, mixed, h;
+  QGPU_ASSIGN_OR_RETURN(normed, backend.rms_norm(x, input_norm, eps));
+  QGPU_ASSIGN_OR_RETURN(mixed, mixer(*normed));
+  QGPU_ASSIGN_OR_RETURN(h, backend.add(x, *mixed));
+  QGPU_ASSIGN_OR_RETURN(normed, backend.rms_norm(*h, post_norm, eps));
+  QGPU_ASSIGN_OR_RETURN(mixed, backend.mlp(*normed, mlp));
+  return backend.add(*h, *mixed);
+}
+
 }  // namespace qgpu::sdk
