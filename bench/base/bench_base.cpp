@@ -128,27 +128,15 @@ class Stack {
     for (std::size_t i = 0; i < shape_.linear.size(); ++i) {
       const std::string p = "layers." + std::to_string(i) + ".";
       sdk::LayerState& state = *states_[i];
+      auto in_layer = [&](const std::string& suffix) { return &weight(p + suffix); };
       auto mixer = [&](const sdk::Tensor& normed) -> sdk::Expected<sdk::Handle<sdk::Tensor>> {
-        if (shape_.linear[i]) {
-          const std::string a = p + "linear_attn.";
-          const sdk::DeltaNetWeights w{&weight(a + "in_proj_qkv.weight"), &weight(a + "in_proj_z.weight"),
-                                       &weight(a + "in_proj_b.weight"),   &weight(a + "in_proj_a.weight"),
-                                       &weight(a + "conv1d.weight"),      &weight(a + "dt_bias"),
-                                       &weight(a + "A_log"),              &weight(a + "norm.weight"),
-                                       &weight(a + "out_proj.weight")};
-          return be_.gated_delta_net(normed, w, shape_.delta_net, state);
-        }
-        const std::string a = p + "self_attn.";
-        const sdk::AttentionWeights w{&weight(a + "q_proj.weight"), &weight(a + "k_proj.weight"),
-                                      &weight(a + "v_proj.weight"), &weight(a + "o_proj.weight"),
-                                      &weight(a + "q_norm.weight"), &weight(a + "k_norm.weight")};
-        return be_.gated_attention(normed, w, shape_.attention, state);
+        if (shape_.linear[i])
+          return be_.gated_delta_net(normed, sdk::delta_net_weights(in_layer), shape_.delta_net, state);
+        return be_.gated_attention(normed, sdk::attention_weights(in_layer), shape_.attention, state);
       };
-      const sdk::MlpWeights mlp{&weight(p + "mlp.gate_proj.weight"), &weight(p + "mlp.up_proj.weight"),
-                                &weight(p + "mlp.down_proj.weight")};
       QGPU_ASSIGN_OR_RETURN(h, sdk::decoder_layer(be_, *h, weight(p + "input_layernorm.weight"),
-                                                  weight(p + "post_attention_layernorm.weight"), mlp, shape_.eps,
-                                                  mixer));
+                                                  weight(p + "post_attention_layernorm.weight"),
+                                                  sdk::mlp_weights(in_layer), shape_.eps, mixer));
     }
     QGPU_ASSIGN_OR_RETURN(h, be_.rows(*h, h->dim(0) - 1, h->dim(0)));  // the last position's logits
     QGPU_ASSIGN_OR_RETURN(x, be_.rms_norm(*h, weight("norm.weight"), shape_.eps));
@@ -175,9 +163,9 @@ int run(const Args& args) {
   std::error_code ec;
   host_options.executable = std::filesystem::read_symlink("/proc/self/exe", ec);
   auto host = must(core::Host::open(host_options), "config");
-  auto backend_object = must(
-      host->instantiate<sdk::TensorBackend>({{"dtype", args.dtype}, {"threads", std::to_string(args.threads)}}),
-      "backend");
+  auto backend_object =
+      must(host->instantiate<sdk::TensorBackend>({{"dtype", args.dtype}, {"threads", std::to_string(args.threads)}}),
+           "backend");
   sdk::TensorBackend& backend = *backend_object;
   StackShape cfg;
   cfg.vocab = args.vocab;

@@ -191,8 +191,8 @@ sdk::Expected<BaseProfile> profile_base(sdk::BaseModel& base, sdk::TensorBackend
 
 weights::Layer merged_order(weights::Layer layer, const ChannelMap& map) {
   weights::GdnLayer& g = layer.gdn;
-  for (weights::SparseMatrix* w : {&g.in_proj_qkv, &g.in_proj_z, &g.in_proj_b, &g.in_proj_a, &layer.mlp.gate,
-                                   &layer.mlp.up})
+  for (weights::SparseMatrix* w :
+       {&g.in_proj_qkv, &g.in_proj_z, &g.in_proj_b, &g.in_proj_a, &layer.mlp.gate, &layer.mlp.up})
     *w = map_columns(*w, map);
   g.out_proj = map_rows(g.out_proj, map);
   layer.mlp.down = map_rows(layer.mlp.down, map);
@@ -373,16 +373,8 @@ sdk::Expected<std::unique_ptr<MergedModel>> MergedModel::create(sdk::BaseModel& 
     Layer layer;
     layer.input_norm = get("input_layernorm.weight");
     layer.post_norm = get("post_attention_layernorm.weight");
-    layer.gdn = {get("linear_attn.in_proj_qkv.weight"),
-                 get("linear_attn.in_proj_z.weight"),
-                 get("linear_attn.in_proj_b.weight"),
-                 get("linear_attn.in_proj_a.weight"),
-                 get("linear_attn.conv1d.weight"),
-                 get("linear_attn.dt_bias"),
-                 get("linear_attn.A_log"),
-                 get("linear_attn.norm.weight"),
-                 get("linear_attn.out_proj.weight")};
-    layer.mlp = {get("mlp.gate_proj.weight"), get("mlp.up_proj.weight"), get("mlp.down_proj.weight")};
+    layer.gdn = sdk::delta_net_weights(get);
+    layer.mlp = sdk::mlp_weights(get);
     for (const sdk::Tensor* t : {layer.input_norm, layer.post_norm, layer.gdn.in_proj_qkv, layer.gdn.out_proj,
                                  layer.mlp.gate_proj, layer.mlp.down_proj})
       if (t == nullptr)

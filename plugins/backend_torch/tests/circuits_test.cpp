@@ -124,16 +124,8 @@ class BackendStack {
       Layer l;
       l.input_norm = get("input_layernorm.weight");
       l.post_norm = get("post_attention_layernorm.weight");
-      l.gdn = {get("linear_attn.in_proj_qkv.weight"),
-               get("linear_attn.in_proj_z.weight"),
-               get("linear_attn.in_proj_b.weight"),
-               get("linear_attn.in_proj_a.weight"),
-               get("linear_attn.conv1d.weight"),
-               get("linear_attn.dt_bias"),
-               get("linear_attn.A_log"),
-               get("linear_attn.norm.weight"),
-               get("linear_attn.out_proj.weight")};
-      l.mlp = {get("mlp.gate_proj.weight"), get("mlp.up_proj.weight"), get("mlp.down_proj.weight")};
+      l.gdn = sdk::delta_net_weights(get);
+      l.mlp = sdk::mlp_weights(get);
       l.state = must(backend_.create_state());
       // The q/k projections are the pre-SiLU switch values only where the conv
       // passes the current token through unchanged (tap kernel-1 = 1, others 0).

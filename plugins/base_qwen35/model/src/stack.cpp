@@ -19,28 +19,18 @@ sdk::Expected<Qwen35Stack> Qwen35Stack::create(sdk::TensorBackend& backend, cons
   stack.lm_head_ = config.tie_word_embeddings ? stack.embed_ : get("lm_head.weight");
   for (std::size_t i = 0; i < config.layer_types.size(); ++i) {
     const std::string p = "layers." + std::to_string(i) + ".";
+    auto in_layer = [&](const std::string& suffix) { return get(p + suffix); };
     Layer layer;
     if (config.layer_types[i] == "linear_attention") {
-      const std::string a = p + "linear_attn.";
-      layer.delta_net = {get(a + "in_proj_qkv.weight"),
-                         get(a + "in_proj_z.weight"),
-                         get(a + "in_proj_b.weight"),
-                         get(a + "in_proj_a.weight"),
-                         get(a + "conv1d.weight"),
-                         get(a + "dt_bias"),
-                         get(a + "A_log"),
-                         get(a + "norm.weight"),
-                         get(a + "out_proj.weight")};
+      layer.delta_net = sdk::delta_net_weights(in_layer);
     } else if (config.layer_types[i] == "full_attention") {
-      const std::string a = p + "self_attn.";
       layer.linear = false;
-      layer.attention = {get(a + "q_proj.weight"), get(a + "k_proj.weight"), get(a + "v_proj.weight"),
-                         get(a + "o_proj.weight"), get(a + "q_norm.weight"), get(a + "k_norm.weight")};
+      layer.attention = sdk::attention_weights(in_layer);
     } else {
       return sdk::unsupported("layer " + std::to_string(i) + " has type '" + config.layer_types[i] +
                               "' (expected linear_attention or full_attention)");
     }
-    layer.mlp = {get(p + "mlp.gate_proj.weight"), get(p + "mlp.up_proj.weight"), get(p + "mlp.down_proj.weight")};
+    layer.mlp = sdk::mlp_weights(in_layer);
     layer.input_norm = get(p + "input_layernorm.weight");
     layer.post_norm = get(p + "post_attention_layernorm.weight");
     stack.layers_.push_back(std::move(layer));
@@ -112,8 +102,8 @@ sdk::Expected<sdk::Handle<sdk::Tensor>> Qwen35Stack::run_layers(const sdk::Tenso
       if (layer.linear) return be.gated_delta_net(normed, layer.delta_net, config_.delta_net, layer_state, rule);
       return be.gated_attention(normed, layer.attention, config_.attention, layer_state);
     };
-    QGPU_ASSIGN_OR_RETURN(h, sdk::decoder_layer(be, *in, *layer.input_norm, *layer.post_norm, layer.mlp,
-                                                config_.rms_norm_eps, mixer));
+    QGPU_ASSIGN_OR_RETURN(
+        h, sdk::decoder_layer(be, *in, *layer.input_norm, *layer.post_norm, layer.mlp, config_.rms_norm_eps, mixer));
     in = h.get();
     if (hidden != nullptr) {
       sdk::Handle<sdk::Tensor> copy;

@@ -6,17 +6,12 @@
 #include <utility>
 #include <vector>
 
+#include "names.h"
 #include "qgpu/weights/numerics.h"
 #include "qgpu/weights/primitives.h"
 
 namespace qgpu::simt::circuit {
 namespace {
-
-using weights::Affine;
-using weights::Bit;
-using weights::Circuit;
-using weights::Term;
-using weights::Word;
 
 constexpr int kWidth = 32;
 constexpr int kGroup = 8;  // adder digit: one MLP adds at most 8 bits exactly in bf16

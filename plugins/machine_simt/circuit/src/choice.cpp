@@ -4,11 +4,10 @@
 #include <cmath>
 #include <string>
 
+#include "names.h"
+
 namespace qgpu::simt::circuit {
 namespace {
-
-using weights::Bit;
-using weights::Word;
 
 void push_field(TokenBits& out, const Word& w, std::uint32_t v) {
   for (std::size_t i = 0; i < w.size(); ++i) out.bits.emplace_back(w[i], ((v >> i) & 1) != 0);

@@ -4,19 +4,11 @@
 #include <string>
 
 #include "isa.h"
+#include "names.h"
 #include "qgpu/weights/primitives.h"
 
 namespace qgpu::simt::circuit {
 namespace {
-
-using weights::Affine;
-using weights::Bit;
-using weights::Circuit;
-using weights::concat;
-using weights::MlpBuilder;
-using weights::slice;
-using weights::Term;
-using weights::Word;
 
 constexpr int kL = kProtoLanes;
 constexpr int kW = kProtoWarps;

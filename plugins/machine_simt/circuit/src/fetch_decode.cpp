@@ -2,20 +2,11 @@
 
 #include <string>
 
+#include "names.h"
 #include "qgpu/weights/primitives.h"
 
 namespace qgpu::simt::circuit {
 namespace {
-
-using weights::Affine;
-using weights::Bit;
-using weights::Circuit;
-using weights::concat;
-using weights::MlpBuilder;
-using weights::slice;
-using weights::Term;
-using weights::Word;
-
 
 // One-hot of a small binary field: bit k is 1 iff w == k (1 selector neuron per value).
 sdk::Expected<Word> one_hot(Circuit& c, const std::string& owner, const std::string& name, const Word& w, int values) {

@@ -5,20 +5,13 @@
 #include "alu.h"
 #include "isa.h"
 #include "mul.h"
+#include "names.h"
 #include "operands.h"
 #include "qgpu/weights/primitives.h"
 #include "shuffle.h"
 
 namespace qgpu::simt::circuit {
 namespace {
-
-using weights::Bit;
-using weights::Circuit;
-using weights::concat;
-using weights::MlpBuilder;
-using weights::slice;
-using weights::Term;
-using weights::Word;
 
 constexpr int kBlockBits = kProtoBlockBits;
 // The lane of the previous slot's memory chain whose load a slot's ROM reads wait for.

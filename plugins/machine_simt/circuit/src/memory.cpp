@@ -6,20 +6,12 @@
 #include <initializer_list>
 #include <string>
 
+#include "names.h"
 #include "qgpu/weights/numerics.h"
 #include "qgpu/weights/primitives.h"
 
 namespace qgpu::simt::circuit {
 namespace {
-
-using weights::Affine;
-using weights::Bit;
-using weights::Circuit;
-using weights::concat;
-using weights::MlpBuilder;
-using weights::slice;
-using weights::Term;
-using weights::Word;
 
 constexpr int kLanes = kProtoLanes;
 constexpr int kBanks = 4;

@@ -10,19 +10,14 @@
 #include <utility>
 #include <vector>
 
+#include "names.h"
 #include "qgpu/weights/numerics.h"
 #include "qgpu/weights/primitives.h"
 
 namespace qgpu::simt::circuit {
 namespace {
 
-using weights::Affine;
-using weights::Bit;
-using weights::Circuit;
-using weights::MlpBuilder;
 using weights::MlpOp;
-using weights::Term;
-using weights::Word;
 
 constexpr int kBits = 32;
 constexpr int kDigits = kBits / 2;  // radix-4 Booth digits of b

@@ -3,23 +3,14 @@
 #include <string>
 
 #include "isa.h"
+#include "names.h"
 #include "qgpu/weights/primitives.h"
 
 namespace qgpu::simt::circuit {
 namespace {
 
-using weights::Affine;
-using weights::Bit;
-using weights::Circuit;
-using weights::concat;
-using weights::MlpBuilder;
-using weights::slice;
-using weights::Term;
-using weights::Word;
-
 const Affine kOne{{}, 1};
 constexpr int kWarpBits = 3;
-
 
 std::vector<Bit> join(std::vector<Bit> a, const std::vector<Bit>& b) {
   a.insert(a.end(), b.begin(), b.end());

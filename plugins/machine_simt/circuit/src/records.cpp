@@ -3,19 +3,13 @@
 #include <bit>
 #include <optional>
 
+#include "names.h"
 #include "qgpu/weights/numerics.h"
 
 namespace qgpu::simt::circuit {
 namespace {
 
-using weights::Affine;
-using weights::Bit;
-using weights::Circuit;
-using weights::concat;
 using weights::Neuron;
-using weights::slice;
-using weights::Term;
-using weights::Word;
 
 constexpr int kBlockBits = kProtoBlockBits;
 constexpr int kWarpBits = 3;   // log2(kProtoWarps)

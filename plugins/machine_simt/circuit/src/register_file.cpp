@@ -3,24 +3,15 @@
 #include <string>
 
 #include "isa.h"
+#include "names.h"
 #include "qgpu/weights/primitives.h"
 
 namespace qgpu::simt::circuit {
 namespace {
 
-using weights::Affine;
-using weights::Bit;
-using weights::Circuit;
-using weights::concat;
-using weights::MlpBuilder;
-using weights::slice;
-using weights::Term;
-using weights::Word;
-
 constexpr int kWarpBits = 3;
 constexpr int kRows = kProtoWarps * 16;  // (warp, register)
 const Affine kOne{{}, 1};
-
 
 // The raw 2-bit kind field of operand a or b (ISA.md encoding): reading it from the
 // fetched row rather than decode's one-hot keeps every selector one layer earlier.

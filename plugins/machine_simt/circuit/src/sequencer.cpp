@@ -5,19 +5,11 @@
 #include <optional>
 #include <string>
 
+#include "names.h"
 #include "qgpu/weights/primitives.h"
 
 namespace qgpu::simt::circuit {
 namespace {
-
-using weights::Affine;
-using weights::Bit;
-using weights::Circuit;
-using weights::concat;
-using weights::MlpBuilder;
-using weights::slice;
-using weights::Term;
-using weights::Word;
 
 constexpr const char* kOwner = "seq";
 constexpr int kHdrBits = kProtoWordBits + 5;  // the union of the current record's header fields (WMEM: word, count, format)

@@ -9,18 +9,14 @@
 #include <utility>
 #include <vector>
 
+#include "names.h"
 #include "qgpu/weights/numerics.h"
 
 namespace qgpu::simt::circuit {
 namespace {
 
-using weights::Affine;
-using weights::Bit;
-using weights::Circuit;
 using weights::MlpOp;
 using weights::Neuron;
-using weights::Term;
-using weights::Word;
 
 constexpr double kK = weights::kGain;
 constexpr int kWidth = 32;

@@ -4,18 +4,11 @@
 #include <vector>
 
 #include "isa.h"
+#include "names.h"
 #include "qgpu/weights/primitives.h"
 
 namespace qgpu::simt::circuit {
 namespace {
-
-using weights::Bit;
-using weights::Circuit;
-using weights::concat;
-using weights::MlpBuilder;
-using weights::slice;
-using weights::Term;
-using weights::Word;
 
 constexpr const char* kOwner = "wba";
 constexpr int kLiveBits = 16;

@@ -8,20 +8,13 @@
 #include <bit>
 #include <string>
 
+#include "names.h"
 #include "qgpu/weights/primitives.h"
 
 namespace qgpu::simt::circuit {
 namespace {
 
-using weights::Affine;
-using weights::Bit;
-using weights::Circuit;
-using weights::concat;
 using weights::Cube;
-using weights::MlpBuilder;
-using weights::slice;
-using weights::Term;
-using weights::Word;
 
 constexpr const char* kOwner = "wb";
 

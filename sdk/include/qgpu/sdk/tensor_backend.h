@@ -231,4 +231,29 @@ Expected<Handle<Tensor>> decoder_layer(TensorBackend& backend, const Tensor& x, 
   return backend.add(*h, *mixed);
 }
 
+// A Qwen3.5 layer's weights by their checkpoint names below the layer's prefix (QWEN35.md):
+// `get(suffix)` returns the tensor named "model.layers.N." + suffix (or however the caller
+// keeps them), or null for one it lacks.
+template <typename Get>
+DeltaNetWeights delta_net_weights(Get&& get) {
+  return {get("linear_attn.in_proj_qkv.weight"),
+          get("linear_attn.in_proj_z.weight"),
+          get("linear_attn.in_proj_b.weight"),
+          get("linear_attn.in_proj_a.weight"),
+          get("linear_attn.conv1d.weight"),
+          get("linear_attn.dt_bias"),
+          get("linear_attn.A_log"),
+          get("linear_attn.norm.weight"),
+          get("linear_attn.out_proj.weight")};
+}
+template <typename Get>
+AttentionWeights attention_weights(Get&& get) {
+  return {get("self_attn.q_proj.weight"), get("self_attn.k_proj.weight"), get("self_attn.v_proj.weight"),
+          get("self_attn.o_proj.weight"), get("self_attn.q_norm.weight"), get("self_attn.k_norm.weight")};
+}
+template <typename Get>
+MlpWeights mlp_weights(Get&& get) {
+  return {get("mlp.gate_proj.weight"), get("mlp.up_proj.weight"), get("mlp.down_proj.weight")};
+}
+
 }  // namespace qgpu::sdk
