@@ -120,6 +120,118 @@ sdk::Status add_final(MlpBuilder& mb, const AddDigits& d, const Word& o, const s
   return sdk::Status::ok();
 }
 
+// The fault checks of one lane (MemoryIn::bounds), beside the address adder (`lo`: its
+// digits over x's low n = addr_bits bits; `word`: x[2, n)) in four MLPs:
+//  1. (with the adder's first) the high bits n..31 of a + imm in 7-bit groups h, each with
+//     its group sum T_h: generate G_h = [T_h ≥ 2^g], propagate P_h = [T_h ≥ 2^g − 1] and
+//     Z_h = [T_h mod 2^g = 0] = [T_h = 0] + [T_h = 2^g];
+//  2. group h of x is zero ⟺ (Z_h ∧ no carry in) ∨ (P_h ∧ ¬G_h ∧ a carry in), the carry into
+//     overall group m being [E_m ≥ 2^m], E_m = Σ_{p<m} 2^p (G_p + P_p) over the low groups,
+//     then the high ones (add_final's carry); `misaligned` = active ∧ access ∧ (x0 ∨ x1);
+//  3. word vs the space's bound B in two digit groups (bits 0-4, bits 5 up):
+//     D = Σ 2^i (word_i − B_i) per group, gt_hi = [D_hi ≥ 1], eq_hi = [D_hi = 0], ge_lo = [D_lo ≥ 0];
+//  4. `out_of_bounds` = active ∧ access ∧ x0 = x1 = 0 ∧ (some high group nonzero ∨ word ≥ B),
+//     word ≥ B ⟺ gt_hi ∨ (eq_hi ∧ ge_lo): [−8·Σ_h zero_h + 2 gt_hi + eq_hi + ge_lo ≥ 2 − 8·H].
+sdk::Status build_fault_checks(Circuit& c, const std::string& owner, const FaultBounds& bounds, const Word& a,
+                               const Word& imm, Bit shared, const std::vector<Bit>& lits, const AddDigits& lo,
+                               const Word& word, MemoryLane& lane) {
+  const int n = static_cast<int>(lo.s0.size());
+  const int low_groups = static_cast<int>(lo.g.size());
+  const int high = (32 - n + kAddGroup - 1) / kAddGroup;
+  if (static_cast<int>(bounds.global.size()) != kBoundBits || static_cast<int>(bounds.shared.size()) != kBoundBits)
+    return sdk::invalid_argument(owner + ": fault bounds need " + std::to_string(kBoundBits) + " bits each");
+  auto g = field(c, owner, "x.hi.G", high);
+  auto p = field(c, owner, "x.hi.P", high);
+  auto z = field(c, owner, "x.hi.Z", high);
+  auto zero = field(c, owner, "x.hi.zero", high);
+  auto cmp = field(c, owner, "fault.cmp", 3);  // gt_hi, eq_hi, ge_lo
+  auto mis = field(c, owner, "fault.misaligned", 1);
+  auto oob = field(c, owner, "fault.out_of_bounds", 1);
+  for (auto* f : {&g, &p, &z, &zero, &cmp, &mis, &oob})
+    if (!*f) return sdk::invalid_argument(owner + ": fault field names clash");
+  // The carry-lookahead sum E_m over every group below overall group m (low groups first).
+  auto carry_terms = [&](int m, double sign) {
+    std::vector<Term> t;
+    for (int q = 0; q < m; ++q) {
+      const double w = sign * std::ldexp(1.0, q);
+      const bool is_low = q < low_groups;
+      t.push_back(Term{is_low ? lo.g[q] : (*g)[q - low_groups], w});
+      t.push_back(Term{is_low ? lo.p[q] : (*p)[q - low_groups], w});
+    }
+    return t;
+  };
+  {  // 1.
+    MlpBuilder mb(c);
+    for (int h = 0, from = n; h < high; ++h, from += kAddGroup) {
+      const int gw = std::min(kAddGroup, 32 - from);
+      std::vector<Term> t, neg;
+      for (int k = 0; k < gw; ++k) {
+        const double w = std::ldexp(1.0, k);
+        for (const Bit& b : {a[from + k], imm[from + k]}) {
+          t.push_back(Term{b, w});
+          neg.push_back(Term{b, -w});
+        }
+      }
+      const double top = std::ldexp(1.0, gw);
+      QGPU_RETURN_IF_ERROR(mb.step(t, top, out((*g)[h])));
+      QGPU_RETURN_IF_ERROR(mb.step(t, top - 1, out((*p)[h])));
+      QGPU_RETURN_IF_ERROR(mb.step(neg, 0, out((*z)[h])));
+      QGPU_RETURN_IF_ERROR(mb.step(t, top, out((*z)[h])));
+      QGPU_RETURN_IF_ERROR(mb.step(t, top + 1, out((*z)[h], -1)));
+    }
+    QGPU_RETURN_IF_ERROR(mb.commit(owner + ".x.hi"));
+  }
+  {  // 2.
+    MlpBuilder mb(c);
+    for (int h = 0; h < high; ++h) {
+      const int m = low_groups + h;
+      const double pm = std::ldexp(1.0, m);
+      std::vector<Term> zt = carry_terms(m, -1);
+      zt.push_back(Term{(*z)[h], 2 * pm});
+      QGPU_RETURN_IF_ERROR(mb.step(zt, pm + 1, out((*zero)[h])));
+      std::vector<Term> ot = carry_terms(m, 1);
+      ot.push_back(Term{(*p)[h], 2 * pm});
+      ot.push_back(Term{(*g)[h], -2 * pm});
+      QGPU_RETURN_IF_ERROR(mb.step(ot, 3 * pm, out((*zero)[h])));
+    }
+    QGPU_RETURN_IF_ERROR(gated_step(mb, {Term{lo.s0[0], 1}, Term{lo.s0[1], 1}}, 1, lits, out((*mis)[0])));
+    QGPU_RETURN_IF_ERROR(mb.commit(owner + ".x.hi.zero"));
+  }
+  {  // 3.
+    constexpr int kLoBits = 5;
+    MlpBuilder mb(c);
+    for (int space = 0; space < 2; ++space) {
+      const Word& bound = space ? bounds.shared : bounds.global;
+      const Bit lit = space ? shared : !shared;
+      std::vector<Term> dlo, dhi;
+      for (int i = 0; i < kBoundBits; ++i) {
+        std::vector<Term>& d = i < kLoBits ? dlo : dhi;
+        const double w = std::ldexp(1.0, i < kLoBits ? i : i - kLoBits);
+        if (i < static_cast<int>(word.size())) d.push_back(Term{word[i], w});
+        d.push_back(Term{bound[i], -w});
+      }
+      QGPU_RETURN_IF_ERROR(gated_step(mb, dhi, 1, {lit}, out((*cmp)[0])));
+      QGPU_RETURN_IF_ERROR(gated_step(mb, dhi, 0, {lit}, out((*cmp)[1])));
+      QGPU_RETURN_IF_ERROR(gated_step(mb, dhi, 1, {lit}, out((*cmp)[1], -1)));
+      QGPU_RETURN_IF_ERROR(gated_step(mb, dlo, 0, {lit}, out((*cmp)[2])));
+    }
+    QGPU_RETURN_IF_ERROR(mb.commit(owner + ".fault.cmp"));
+  }
+  {  // 4.
+    MlpBuilder mb(c);
+    std::vector<Term> t{{(*cmp)[0], 2}, {(*cmp)[1], 1}, {(*cmp)[2], 1}};
+    for (int h = 0; h < high; ++h) t.push_back(Term{(*zero)[h], -8});
+    std::vector<Bit> all = lits;
+    all.push_back(!lo.s0[0]);
+    all.push_back(!lo.s0[1]);
+    QGPU_RETURN_IF_ERROR(gated_step(mb, t, 2 - 8 * high, all, out((*oob)[0])));
+    QGPU_RETURN_IF_ERROR(mb.commit(owner + ".fault.out_of_bounds"));
+  }
+  lane.misaligned = (*mis)[0];
+  lane.out_of_bounds = (*oob)[0];
+  return sdk::Status::ok();
+}
+
 sdk::Status check_word(const Word& w, std::size_t width, const std::string& what) {
   if (w.size() != width)
     return sdk::invalid_argument("memory: " + what + " has " + std::to_string(w.size()) + " bits, expected " +
@@ -310,6 +422,7 @@ sdk::Expected<Memory> build_memory(Circuit& c, const MemoryRams& rams, const Mem
   // --- Addresses (MLP 0-1) and read enables (MLP 1: the bank bits are in adder group 0).
   // Only the word address x >> 2 is kept (`word`); the group sums die in MLP 1.
   std::array<Word, kLanes> word, low;  // low: x's group 0 (bits 0..6), final after MLP 0
+  std::array<AddDigits, kLanes> digits;
   for (int l = 0; l < kLanes; ++l) {
     auto d = add_fields(c, owner, lane_name(l) + ".x", addr_bits);
     auto w = field(c, owner, lane_name(l) + ".word", word_bits);
@@ -322,7 +435,18 @@ sdk::Expected<Memory> build_memory(Circuit& c, const MemoryRams& rams, const Mem
     QGPU_RETURN_IF_ERROR(l2.commit(owner + "." + lane_name(l) + ".word"));
     word[l] = *w;
     low[l] = slice(d->s0, 0, kAddGroup);
+    digits[l] = *d;
     mem.lane[l].word = word[l];
+    mem.lane[l].misaligned = mem.lane[l].out_of_bounds = c.zero();
+  }
+  if (in.bounds) {
+    std::vector<Op> access = reads_ops;
+    if (in.writes) access.push_back(Op::kSt);
+    auto is_access = any_of("is_access", access);
+    if (!is_access) return is_access.status();
+    for (int l = 0; l < kLanes; ++l)
+      QGPU_RETURN_IF_ERROR(build_fault_checks(c, owner + "." + lane_name(l), *in.bounds, in.a[l], in.imm, in.shared,
+                                              {in.active[l], *is_access}, digits[l], word[l], mem.lane[l]));
   }
   // Read enables in MLP 1: the bank bits (x[3:2], or x[4:2]) are in adder group 0.
   std::array<Word, kLanes> en;

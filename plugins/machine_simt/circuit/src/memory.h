@@ -38,6 +38,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -66,6 +67,16 @@ struct BankRow {
 };
 BankRow bank_row(MemoryLayout layout, bool shared, int word);
 
+// The launch's bounds for fault detection (MemoryIn::bounds): an access faults where its
+// byte address x = a + imm (mod 2^32) is not a multiple of 4 (misaligned) or, aligned,
+// where x / 4 is not below the space's bound (out of bounds), as the interpreter checks.
+// Each bound is a word count of kBoundBits bits, at most the layout's words of its space.
+inline constexpr int kBoundBits = kProtoWordBits + 1;
+struct FaultBounds {
+  weights::Word global;  // kBoundBits: the words holding the launch's arrays
+  weights::Word shared;  // kBoundBits: the shared words the kernel declares
+};
+
 struct MemoryIn {
   weights::Bit enable;                           // exec.is: the token executes the block's memory instruction
   weights::Word opcode;                          // kOpCount bits, one-hot (the slot's decoded opcode)
@@ -79,6 +90,8 @@ struct MemoryIn {
   // false: a loads-only unit (the block's memory write is in another slot, docs/ISA.md §6):
   // ld only, `loaded` is the read itself (no lane chain), `writes` and `value` are 0.
   bool writes = true;
+  // Given, every lane's access is checked against them (MemoryLane::misaligned, out_of_bounds).
+  std::optional<FaultBounds> bounds;
 };
 
 struct MemoryLane {
@@ -89,6 +102,11 @@ struct MemoryLane {
   weights::Word value;     // where `writes`: the word's final value; else 0
   weights::Bit step;       // a bit of the lane's first chain MLP: final one layer after `loaded`
                            // (and one before the next lane's): a placement anchor for later ops
+  // With MemoryIn::bounds (else the constant 0): the lane is active, the opcode accesses
+  // memory, and its address is misaligned / aligned and out of bounds. Four MLPs after
+  // the operands, beside the lane chain.
+  weights::Bit misaligned;
+  weights::Bit out_of_bounds;
 };
 
 // The banked RAMs of both spaces, written by WMEM records' tokens through

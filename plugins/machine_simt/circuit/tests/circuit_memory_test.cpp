@@ -51,11 +51,12 @@ struct Compiled {
   weights::Bit enable, shared;
   weights::Word opcode, imm, lanes;
   std::array<weights::Word, kLanes> a, b, cc_;
+  weights::Word bound_global, bound_shared;  // with fault checks
   weights::CompiledCircuit cc;
   int input_bits = 0;
   bool ok = false;
 
-  explicit Compiled(MemoryLayout layout, bool writes = true) {
+  explicit Compiled(MemoryLayout layout, bool writes = true, bool faults = false) {
     auto in = [&](const std::string& owner, const std::string& name, int width) {
       auto w = c.input(owner, name, width);
       EXPECT_TRUE(w.has_value()) << w.status().to_string();
@@ -87,15 +88,26 @@ struct Compiled {
     mi.shared = shared;
     mi.imm = imm;
     mi.writes = writes;
+    if (faults) {
+      bound_global = in("launch", "bound_global", circuit::kBoundBits);
+      bound_shared = in("launch", "bound_shared", circuit::kBoundBits);
+      mi.bounds = circuit::FaultBounds{bound_global, bound_shared};
+    }
     auto m = circuit::build_memory(c, layout, rec, mi);
     EXPECT_TRUE(m.has_value()) << m.status().to_string();
     if (!m) return;
     mem = std::move(*m);
-    for (const auto& ln : mem.lane)
+    for (const auto& ln : mem.lane) {
       for (const weights::Word& w : {ln.word, ln.ld_value, ln.loaded, ln.value, weights::Word{ln.writes}}) {
         auto st = c.mark_output(w);
         EXPECT_TRUE(st.ok()) << st.to_string();
       }
+      if (faults)
+        for (const weights::Bit& b : {ln.misaligned, ln.out_of_bounds}) {
+          auto st = c.mark_output(weights::Word{b});
+          EXPECT_TRUE(st.ok()) << st.to_string();
+        }
+    }
     // The WMEM write ports are checked at every token: kept to the last layer too.
     const circuit::WmemWrite& wp = mem.rams.write;
     for (const weights::Word& w : {wp.enable, wp.bank_enable, wp.row[0], wp.row[1], wp.row[2], wp.row[3], wp.value[0],
@@ -560,6 +572,95 @@ void run_loads_only() {
     EXPECT_EQ(leaked, 0);
   }
 }
+// Fault checks (MemoryIn::bounds): every lane's misaligned and out-of-bounds bits against the
+// interpreter's rule on the full 32-bit address x = a + imm (wrapping), for bounds from 0 to the
+// space's words, addresses around the bound, with high bits set, and wrapping back to small ones;
+// 0 for inactive lanes, other opcodes (and in a loads-only unit, stores and atomics) and on
+// disabled tokens.
+void run_faults(MemoryLayout layout, bool writes, const char* name) {
+  static std::map<std::pair<int, bool>, const Compiled*> built;
+  const Compiled*& kp = built[{static_cast<int>(layout), writes}];
+  if (!kp) kp = new Compiled(layout, writes, /*faults=*/true);
+  const Compiled& k = *kp;
+  ASSERT_TRUE(k.ok);
+  print_cost(k, name);
+  const Op others[] = {Op::kAdd, Op::kMov, Op::kShflIdx, Op::kExit};
+  for (DType dt : {DType::kF32, DType::kBF16}) {
+    Run run(k, dt);
+    std::mt19937_64 rng(41 + static_cast<int>(layout));
+    int faults[2] = {0, 0}, n = 0;
+    for (int t = 0; t < 600; ++t) {
+      Exec e;
+      const int kind = static_cast<int>(rng() % 10);
+      e.op = kind == 0                  ? others[rng() % std::size(others)]
+             : !writes && kind % 2 == 0 ? Op::kLd  // a loads-only unit checks ld only
+                                        : kBuilt[rng() % std::size(kBuilt)];
+      e.shared = rng() % 2;
+      e.lanes = static_cast<unsigned>(rng() % 16);
+      const bool enable = rng() % 16 != 0;
+      std::array<std::uint32_t, 2> bound{};
+      for (int s = 0; s < 2; ++s) {
+        const std::uint32_t words = static_cast<std::uint32_t>(run.words[s]);
+        bound[s] = rng() % 8 == 0 ? (rng() % 2 ? 0 : words) : static_cast<std::uint32_t>(rng() % (words + 1));
+      }
+      const std::uint32_t imms[] = {0, 4, 2, 0x40, static_cast<std::uint32_t>(rng()), 0xfffffffc, 0x80000000};
+      e.imm = imms[rng() % std::size(imms)];
+      for (int l = 0; l < kLanes; ++l) {
+        std::uint32_t x = 0;
+        switch (rng() % 5) {
+          case 0: x = static_cast<std::uint32_t>(rng()); break;                          // anything
+          case 1: x = static_cast<std::uint32_t>(rng() % 8) << (12 + rng() % 20); break;  // a high bit or few
+          default:  // around the bound, aligned or not
+            x = 4u * (bound[e.shared] + static_cast<std::uint32_t>(rng() % 5) - 3u) +
+                static_cast<std::uint32_t>(rng() % 4 == 0 ? rng() % 4 : 0);
+            break;
+        }
+        e.a[l] = x - e.imm;  // a + imm wraps back to x
+        e.b[l] = value(rng);
+        e.c[l] = value(rng);
+      }
+      Inputs in = run.exec_inputs(e, enable);
+      in.emplace_back(k.bound_global, bound[0]);
+      in.emplace_back(k.bound_shared, bound[1]);
+      auto y = run.step(in);
+      const bool access = e.op == Op::kLd || (writes && (e.op == Op::kSt || is_atomic(e.op)));
+      for (int l = 0; l < kLanes; ++l) {
+        const std::uint32_t x = e.a[l] + e.imm;
+        const bool on = enable && access && ((e.lanes >> l) & 1);
+        const bool mis = on && x % 4 != 0;
+        const bool oob = on && x % 4 == 0 && x / 4 >= bound[e.shared];
+        faults[0] += mis;
+        faults[1] += oob;
+        const std::string w = std::string(name) + " " + std::string(weights::dtype_name(dt)) + " " +
+                              std::string(disassemble(Instr{e.op})) + (e.shared ? " shared" : " global") +
+                              " x=0x" + [&] {
+                                char b[16];
+                                std::snprintf(b, sizeof b, "%x", x);
+                                return std::string(b);
+                              }() + " bound " + std::to_string(bound[e.shared]) + " lane " + std::to_string(l);
+        run.expect(y, weights::Word{k.mem.lane[l].misaligned}, mis, w + " misaligned");
+        run.expect(y, weights::Word{k.mem.lane[l].out_of_bounds}, oob, w + " out of bounds");
+      }
+      ++n;
+    }
+    std::printf("[ %s faults %s ] %d EXEC tokens: %d misaligned, %d out-of-bounds lanes; %d wrong, %d inexact\n", name,
+                std::string(weights::dtype_name(dt)).c_str(), n, faults[0], faults[1], run.wrong, run.inexact);
+    EXPECT_GT(faults[0], 100);
+    EXPECT_GT(faults[1], 100);
+    EXPECT_EQ(run.wrong, 0);
+    EXPECT_EQ(run.inexact, 0);
+  }
+}
+TEST(CircuitMemory, FaultChecksStandard) {
+  run_faults(MemoryLayout::kStandard, true, "standard");
+}
+TEST(CircuitMemory, FaultChecksWide) {
+  run_faults(MemoryLayout::kWide, true, "wide");
+}
+TEST(CircuitMemory, FaultChecksLoadsOnly) {
+  run_faults(MemoryLayout::kStandard, false, "standard, loads only");
+}
+
 TEST(CircuitMemory, LoadsOnlyUnitLoadsAndNeverWrites) {
   run_loads_only();
 }
