@@ -1,5 +1,6 @@
 #include "qgpu/weights/state.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -66,9 +67,13 @@ sdk::Expected<std::vector<std::uint64_t>> read_ram(const CompiledCircuit& cc, in
                                  std::to_string(cc.rams.size()) + " rams");
   const RamPlacement& p = cc.rams[static_cast<std::size_t>(ram)];
   const std::string rn = "read_ram " + p.name;
-  if (p.width > 64)
+  const int first_bit = std::max(options.first_bit, 0);
+  if (options.first_bit >= p.width || options.first_bit < -1)
+    return sdk::invalid_argument(rn + ": first bit " + std::to_string(options.first_bit) + " outside its " +
+                                 std::to_string(p.width) + " bits");
+  if (options.first_bit < 0 && p.width > 64)
     return sdk::unsupported(rn + ": " + std::to_string(p.width) + " bits wide, a word holds 64 (over by " +
-                            std::to_string(p.width - 64) + ")");
+                            std::to_string(p.width - 64) + "; read it 64 bits at a time with first_bit)");
   if (p.replicas.empty()) return sdk::invalid_argument(rn + ": no port reads it, so no layer's state holds it");
   if (options.row < -1 || options.row >= p.rows)
     return sdk::invalid_argument(rn + ": row " + std::to_string(options.row) + " outside its " +
@@ -159,7 +164,8 @@ sdk::Expected<std::vector<std::uint64_t>> read_ram(const CompiledCircuit& cc, in
         switch (role(t, j)) {
           case Role::kBitOne:
             clean = (a == 1 && b == 0) || (a == 0 && b == 1);
-            if (a == 1) word |= std::uint64_t{1} << (t * bph + j / 2);
+            if (const int bit = t * bph + static_cast<int>(j / 2) - first_bit; a == 1 && bit >= 0 && bit < 64)
+              word |= std::uint64_t{1} << bit;
             break;
           case Role::kPadOne: clean = a == 1 && b == 0; break;
           default: clean = a == 0 && b == 0; break;

@@ -135,6 +135,13 @@ TEST(RamState, ReadRamGivesExactlyTheWrittenRows) {
     auto wide = read_ram(cc, sc.wide, view);
     ASSERT_TRUE(wide.has_value()) << wide.status().message();
     for (std::size_t r = 0; r < want.wide.size(); ++r) wrong += (*wide)[r] != want.wide[r];
+    for (int first : {0, 16, 31, 40}) {  // a window of the row (RamReadOptions::first_bit), across its two heads
+      RamReadOptions o;
+      o.first_bit = first;
+      auto part = read_ram(cc, sc.wide, view, o);
+      ASSERT_TRUE(part.has_value()) << part.status().message();
+      for (std::size_t r = 0; r < want.wide.size(); ++r) wrong += (*part)[r] != want.wide[r] >> first;
+    }
     auto small = read_ram(cc, sc.small, view);
     ASSERT_TRUE(small.has_value()) << small.status().message();
     for (std::size_t r = 0; r < want.small.size(); ++r) wrong += (*small)[r] != want.small[r];
@@ -319,7 +326,11 @@ TEST(RamState, BadRequestsNameTheProblem) {
   CompiledCircuit ce = must(compile(c, testing::qwen2b_target()));
   ReferenceModel me(ce.layers, ce.target.shapes, DType::kF32);
   EXPECT_TRUE(contains(message(read_ram(ce, big, me.state_view())),
-                       "read_ram m.big: 80 bits wide, a word holds 64 (over by 16)"));
+                       "read_ram m.big: 80 bits wide, a word holds 64 (over by 16; read it 64 bits at a time with "
+                       "first_bit)"));
+  RamReadOptions window;
+  window.first_bit = 80;
+  EXPECT_TRUE(contains(message(read_ram(ce, big, me.state_view(), window)), "read_ram m.big: first bit 80 outside its 80 bits"));
   EXPECT_TRUE(contains(message(read_ram(ce, unread, me.state_view())), "read_ram m.unread: no port reads it"));
 }
 

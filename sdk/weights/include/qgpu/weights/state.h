@@ -58,10 +58,12 @@ struct StateView {
 struct RamReadOptions {
   int row = -1;      // -1: every row (result index = row); else only this row (one word)
   int replica = -1;  // -1: every replica, which must agree; else only this one (CompiledCircuit::rams[ram].replicas)
+  int first_bit = -1;  // -1: the whole row (up to 64 bits); else bits [first_bit, first_bit + 64) of a wider row
 };
 
 // The rows of RAM `ram` (Circuit::rams() index) as words, bit b of the row in
-// bit b of the word (widths up to 64).
+// bit b of the word (widths up to 64; wider rows a 64-bit window at a time, options.first_bit;
+// every bit of the row is still checked).
 sdk::Expected<std::vector<std::uint64_t>> read_ram(const CompiledCircuit& cc, int ram, const StateView& state,
                                                    const RamReadOptions& options = {});
 // The index of the RAM named "owner.name" in cc.rams.
