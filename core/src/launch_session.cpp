@@ -445,8 +445,10 @@ sdk::Status LaunchSession::generate() {
   s.generate_s = seconds_since(t0);
   progress(true);
   char line[200];
-  std::snprintf(line, sizeof line, "%s: HALT after %zu generated tokens (%.1f ms per token)", s.engine_name().c_str(),
-                s.generated.size(), 1e3 * s.generate_s / static_cast<double>(s.generated.size()));
+  // The record that ended the launch by its kind's name (HALT, or a machine's fault record).
+  const std::string last = s.records.empty() ? "HALT" : s.records.back().substr(0, s.records.back().find(' '));
+  std::snprintf(line, sizeof line, "%s: %s after %zu generated tokens (%.1f ms per token)", s.engine_name().c_str(),
+                last.c_str(), s.generated.size(), 1e3 * s.generate_s / static_cast<double>(s.generated.size()));
   std::string text = line;
   if (s.profile.verifications > 0) {
     std::snprintf(line, sizeof line, "; speculative: %lld verifications, %.2f tokens each, %lld redone token by token",

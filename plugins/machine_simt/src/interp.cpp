@@ -28,6 +28,23 @@ std::string mask_str(unsigned mask, int lanes) {
   return s;
 }
 
+// "kernel 'k': misaligned global load by thread 5 of thread block 0 (warp 1, lane 1) at B2 slot 0
+// `ld ...` (k.cu:7): byte address 6": the fault's words up to its address.
+std::string fault_text(const Program& p, const MemoryFault& f, const Instr& in) {
+  const Slot& s = p.blocks[f.block].slots[static_cast<std::size_t>(f.slot)];
+  const Format format = op_info(in.op).format;
+  const char* what = format == kFmtLoad ? "load" : format == kFmtStore ? "store" : "atomic";
+  const std::uint32_t tid = static_cast<std::uint32_t>(f.warp * p.config.lanes + f.lane);
+  std::string msg =
+      "kernel '" + p.kernel_name + "': " + (f.kind == FaultKind::kMisaligned ? "misaligned " : "out-of-bounds ") +
+      (f.shared ? "shared " : "global ") + what + " by thread " + std::to_string(tid) + " of thread block " +
+      std::to_string(f.cta) + " (warp " + std::to_string(f.warp) + ", lane " + std::to_string(f.lane) + ") at B" +
+      std::to_string(f.block) + " slot " + std::to_string(f.slot) + " `" + disassemble(in) + "`";
+  const std::string where = p.slot_location(s);
+  if (!where.empty()) msg += " (" + where + ")";
+  return msg + ": byte address " + std::to_string(f.address);
+}
+
 class Interpreter {
  public:
   Interpreter(const Program& p, const MemoryLayout& layout, const sdk::InterpretOptions& opt, LaunchObserver* observer)
@@ -154,30 +171,16 @@ class Interpreter {
     return 0;
   }
 
-  sdk::Status memory_error(const char* what, int w, int l, std::uint32_t b, int slot, std::uint32_t addr, bool shared,
+  sdk::Status memory_error(int w, int l, std::uint32_t b, int slot, unsigned mask, std::uint32_t addr, bool shared,
                            bool misaligned) const {
-    const Slot& s = p_.blocks[b].slots[slot];
-    const std::uint32_t tid = static_cast<std::uint32_t>(w * lanes_ + l);
-    std::string msg = "kernel '" + p_.kernel_name + "': " + (misaligned ? "misaligned " : "out-of-bounds ") +
-                      (shared ? "shared " : "global ") + what + " by thread " + std::to_string(tid) +
-                      " of thread block " + std::to_string(cta_) + " (warp " + std::to_string(w) + ", lane " +
-                      std::to_string(l) + ") at B" + std::to_string(b) + " slot " + std::to_string(slot) + " `" +
-                      disassemble(code_[b * rows_ + slot]) + "`";
-    const std::string where = p_.slot_location(s);
-    if (!where.empty()) msg += " (" + where + ")";
-    msg += ": byte address " + std::to_string(addr);
-    if (misaligned) return sdk::invalid_argument(msg + " is not a multiple of 4");
-    msg += " (word " + std::to_string(addr / 4) + ") is ";
-    if (!shared && layout_.red_zone > 0) return sdk::invalid_argument(msg + red_zone_text(addr / 4));
-    msg += "outside ";
-    if (shared)
-      msg += "the " + std::to_string(p_.shared_words_used) +
-             " words of shared memory the kernel declares (the machine has " + std::to_string(p_.config.shared_words) +
-             ")";
-    else
-      msg += "the " + std::to_string(layout_.total_words) + " words holding the launch's arrays (global memory has " +
-             std::to_string(p_.config.global_words) + ")";
-    return sdk::invalid_argument(msg);
+    const MemoryFault f{
+        cta_, w, l, b, slot, mask, addr, shared, misaligned ? FaultKind::kMisaligned : FaultKind::kOutOfBounds};
+    const Instr& in = code_[b * rows_ + slot];
+    if (!misaligned && !shared && layout_.red_zone > 0)  // memcheck
+      return sdk::invalid_argument(fault_text(p_, f, in) + " (word " + std::to_string(addr / 4) + ") is " +
+                                   red_zone_text(addr / 4));
+    if (observer_) observer_->on_fault(f);
+    return memory_fault_error(p_, f, in, layout_.total_words);
   }
 
   // Memcheck: where a word in a red zone or past all arrays lies, relative to the nearest array.
@@ -285,11 +288,11 @@ class Interpreter {
       const bool shared = in.flags & kFlagShared;
       std::vector<std::uint32_t>& mem = shared ? shared_ : *global_;
       const std::size_t words = shared ? shared_.size() : static_cast<std::size_t>(layout_.total_words);
-      auto word_of = [&](int l, std::uint32_t& word, const char* what) -> sdk::Status {
+      auto word_of = [&](int l, std::uint32_t& word) -> sdk::Status {
         const std::uint32_t addr = lanes[l].r[in.a] + in.imm;
-        if (addr % 4 != 0) return memory_error(what, w, l, b, slot, addr, shared, true);
+        if (addr % 4 != 0) return memory_error(w, l, b, slot, mask, addr, shared, true);
         if (addr / 4 >= words || (!shared && !red_.empty() && red_[addr / 4]))
-          return memory_error(what, w, l, b, slot, addr, shared, false);
+          return memory_error(w, l, b, slot, mask, addr, shared, false);
         word = addr / 4;
         return {};
       };
@@ -314,7 +317,7 @@ class Interpreter {
           for (int l = 0; l < lanes_; ++l)
             if ((mask >> l) & 1) {
               std::uint32_t word = 0;
-              QGPU_RETURN_IF_ERROR(word_of(l, word, "load"));
+              QGPU_RETURN_IF_ERROR(word_of(l, word));
               if (opt_.racecheck) QGPU_RETURN_IF_ERROR(race_check(Access::kLoad, shared, word, 0, w, l, b, slot));
               res[l] = mem[word];
               ++stats_.loads;
@@ -324,7 +327,7 @@ class Interpreter {
           for (int l = 0; l < lanes_; ++l)  // lane order: the highest lane's value stays
             if ((mask >> l) & 1) {
               std::uint32_t word = 0;
-              QGPU_RETURN_IF_ERROR(word_of(l, word, "store"));
+              QGPU_RETURN_IF_ERROR(word_of(l, word));
               if (opt_.racecheck)
                 QGPU_RETURN_IF_ERROR(race_check(Access::kStore, shared, word, lanes[l].r[in.b], w, l, b, slot));
               mem[word] = lanes[l].r[in.b];
@@ -337,7 +340,7 @@ class Interpreter {
           for (int l = 0; l < lanes_; ++l)  // lane order
             if ((mask >> l) & 1) {
               std::uint32_t word = 0;
-              QGPU_RETURN_IF_ERROR(word_of(l, word, "atomic"));
+              QGPU_RETURN_IF_ERROR(word_of(l, word));
               if (opt_.racecheck) QGPU_RETURN_IF_ERROR(race_check(Access::kAtomic, shared, word, 0, w, l, b, slot));
               res[l] = mem[word];
               mem[word] = eval(in.op, res[l], lanes[l].r[in.b], lanes[l].r[in.c]);
@@ -464,6 +467,20 @@ sdk::Expected<MemoryLayout> layout_arguments(const Program& p, const std::vector
                                " (over by " + std::to_string(words - p.config.global_words) + ")");
   m.total_words = static_cast<int>(words + zones + (zones > 0 ? red_zone : 0));
   return m;
+}
+
+sdk::Status memory_fault_error(const Program& p, const MemoryFault& f, const Instr& in, int global_words) {
+  std::string msg = fault_text(p, f, in);
+  if (f.kind == FaultKind::kMisaligned) return sdk::invalid_argument(msg + " is not a multiple of 4");
+  msg += " (word " + std::to_string(f.address / 4) + ") is outside ";
+  if (f.shared)
+    msg += "the " + std::to_string(p.shared_words_used) +
+           " words of shared memory the kernel declares (the machine has " + std::to_string(p.config.shared_words) +
+           ")";
+  else
+    msg += "the " + std::to_string(global_words) + " words holding the launch's arrays (global memory has " +
+           std::to_string(p.config.global_words) + ")";
+  return sdk::invalid_argument(msg);
 }
 
 sdk::Expected<sdk::LaunchResult> interpret_program(const Program& program, const std::vector<sdk::LaunchArg>& args,

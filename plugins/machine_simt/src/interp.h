@@ -46,6 +46,26 @@ struct BlockEvent {
   const std::vector<std::uint32_t>* shared = nullptr;
 };
 
+// A memory access that faulted (docs/ISA.md §5): its byte address is not a multiple of 4
+// (misaligned) or, aligned, not below its space's bound (out of bounds): the words holding the
+// launch's arrays (global) or the shared words the kernel declares.
+enum class FaultKind : std::uint8_t { kMisaligned = 0, kOutOfBounds = 1 };
+struct MemoryFault {
+  std::uint32_t cta = 0;
+  int warp = 0;  // within the thread block
+  int lane = 0;
+  std::uint32_t block = 0;
+  int slot = 0;
+  unsigned mask = 0;          // the block execution's lanes
+  std::uint32_t address = 0;  // the byte address
+  bool shared = false;
+  FaultKind kind = FaultKind::kMisaligned;
+};
+// The one-line error every engine reports for `fault` (no memcheck red zones): `instr` is the
+// faulting instruction as the linked ROM holds it, `global_words` the words holding the launch's
+// arrays (MemoryLayout::total_words).
+sdk::Status memory_fault_error(const Program& program, const MemoryFault& fault, const Instr& instr, int global_words);
+
 // Receives a launch's events in execution order; an error stops the run.
 class LaunchObserver {
  public:
@@ -54,6 +74,9 @@ class LaunchObserver {
   virtual sdk::Status on_block(const BlockEvent& event) = 0;
   virtual sdk::Status on_barrier_release(std::uint32_t cta) = 0;
   virtual sdk::Status on_finish() = 0;
+  // A memory fault ends the run with its error (memory_fault_error) after this; red-zone
+  // faults of memcheck are not reported here.
+  virtual void on_fault(const MemoryFault&) {}
 };
 
 sdk::Expected<sdk::LaunchResult> interpret_program(const Program& program, const std::vector<sdk::LaunchArg>& args,

@@ -1,5 +1,7 @@
 #include "launch_codec.h"
 
+#include <optional>
+
 #include "interp.h"
 #include "protocol.h"
 #include "qgpu/weights/state.h"
@@ -11,7 +13,8 @@ namespace {
 
 // Kinds only the host feeds: a model that generates one has gone wrong.
 bool never_generated(RecordKind k) {
-  return k == RecordKind::kRun || k == RecordKind::kLaunch || k == RecordKind::kRom || k == RecordKind::kLive;
+  return k == RecordKind::kRun || k == RecordKind::kLaunch || k == RecordKind::kRom || k == RecordKind::kLive ||
+         k == RecordKind::kBound;
 }
 
 class SimtLaunchCodec final : public sdk::LaunchCodec {
@@ -60,8 +63,11 @@ class SimtLaunchCodec final : public sdk::LaunchCodec {
       return sdk::internal_error("the generated record does not decode" +
                                  (done ? std::string() : ": " + done.status().message()));
     const Record& complete = done->front();
+    if (complete.kind == RecordKind::kCta) cta_ = complete.cta;
+    if (complete.kind == RecordKind::kExec) exec_ = complete;
+    if (complete.kind == RecordKind::kFault) fault_ = complete;
     token.complete = true;
-    token.halt = complete.kind == RecordKind::kHalt;
+    token.halt = complete.kind == RecordKind::kHalt || complete.kind == RecordKind::kFault;
     token.record = to_text(complete);
     token.kind = static_cast<int>(complete.kind);
     token.kind_name = kind_name(complete.kind);
@@ -79,7 +85,7 @@ class SimtLaunchCodec final : public sdk::LaunchCodec {
     sdk::ExpectedLaunch e;
     e.rows = std::move(*ids);
     for (std::int64_t& id : e.rows) id -= circuit_.first_id();
-    e.arrays = std::move(lr->result.arrays);
+    e.arrays = std::move(lr->result.arrays);  // none after a fault: read_arrays gives its error
     return e;
   }
 
@@ -95,6 +101,7 @@ class SimtLaunchCodec final : public sdk::LaunchCodec {
   }
 
   sdk::Expected<std::vector<sdk::LaunchArg>> read_arrays(const weights::StateView& state) const override {
+    if (fault_) return fault_error(state);
     const circuit::MemoryRams& mem = circuit_.machine().memory;
     // Global memory: word w at the bank RAM and row of the circuit's memory layout.
     std::vector<std::vector<std::uint64_t>> banks(mem.rams.size());
@@ -153,6 +160,75 @@ class SimtLaunchCodec final : public sdk::LaunchCodec {
   }
 
  private:
+  // The error of the launch's FAULT, as the interpreter words it (memory_fault_error). The record
+  // names the slot, the lane and the kind; the address is the faulting lane's address register as
+  // the slot read it, out of the state the EXEC's pass left: the result of the block's last
+  // earlier slot writing it (the sequencer's pending values, which the write-back would have
+  // sent), else the register file's row — plus the instruction's offset.
+  sdk::Status fault_error(const weights::StateView& state) const {
+    const Record& f = *fault_;
+    if (!exec_) return sdk::internal_error("the model generated " + to_text(f) + " before any EXEC");
+    const Record& e = *exec_;
+    const std::string at = to_text(f) + " after " + to_text(e);
+    const int rows = program_.rows_per_block();
+    if (e.block >= program_.blocks.size() || f.slot >= program_.blocks[e.block].slots.size())
+      return sdk::internal_error("the model generated " + at + ", which names no instruction of the program");
+    const std::vector<std::uint64_t> image = program_.image(layout_.param_values);
+    auto instr = [&](std::uint32_t slot) {
+      Instr in;
+      decode(image[static_cast<std::size_t>(e.block) * rows + slot], in);
+      return in;
+    };
+    const Instr in = instr(f.slot);
+    const Format format = op_info(in.op).format;
+    if (format != kFmtLoad && format != kFmtStore && format != kFmtAtom && format != kFmtCas)
+      return sdk::internal_error("the model generated " + at + ", but `" + disassemble(in) +
+                                 "` does not access memory");
+    if (!((e.lanes >> f.lane) & 1))
+      return sdk::internal_error("the model generated " + at + ", but the lane does not run the block");
+    int writer = -1;
+    for (std::uint32_t j = 0; j < f.slot; ++j)
+      if (const Instr w = instr(j); writes_d(w.op) && w.d == in.a) writer = static_cast<int>(j);
+    std::uint32_t a = 0;
+    if (in.a != 0) {
+      const circuit::Machine& m = circuit_.machine();
+      weights::RamReadOptions o;
+      int ram = 0;
+      if (writer >= 0) {
+        ram = m.sequencer.slot_values.at(static_cast<std::size_t>(writer));
+        o.row = 0;
+        o.first_bit = 32 * static_cast<int>(f.lane);
+      } else {
+        ram = m.regs.rams.at(f.lane);
+        o.row = static_cast<int>(e.warp * kProtoRegisters + in.a);
+      }
+      auto v = weights::read_ram(circuit_.compiled(), ram, state, o);
+      if (!v) return v.status().with_context("reading the faulting lane's address register");
+      a = static_cast<std::uint32_t>(v->front());
+    }
+    const bool shared = in.flags & kFlagShared;
+    const MemoryFault mf{cta_,
+                         static_cast<int>(e.warp),
+                         static_cast<int>(f.lane),
+                         e.block,
+                         static_cast<int>(f.slot),
+                         e.lanes,
+                         a + in.imm,
+                         shared,
+                         f.fault};
+    // The record must agree with the address it names.
+    const std::uint32_t bound = shared ? static_cast<std::uint32_t>(program_.shared_words_used)
+                                       : static_cast<std::uint32_t>(layout_.total_words);
+    const bool misaligned = mf.address % 4 != 0, out = !misaligned && mf.address / 4 >= bound;
+    if (misaligned != (f.fault == FaultKind::kMisaligned) || (!misaligned && !out))
+      return sdk::internal_error("the model generated " + at + ", but the lane's byte address " +
+                                 std::to_string(mf.address) + " " +
+                                 (misaligned ? "is misaligned"
+                                  : out      ? "is out of bounds"
+                                             : "is valid"));
+    return memory_fault_error(program_, mf, in, layout_.total_words);
+  }
+
   const Program& program_;
   std::vector<sdk::LaunchArg> args_;
   const SimtCircuit& circuit_;
@@ -160,6 +236,9 @@ class SimtLaunchCodec final : public sdk::LaunchCodec {
   std::vector<sdk::PromptRecord> prompt_;
   std::vector<std::int64_t> current_;  // the record being generated: header + DATA so far
   int need_ = 0;                       // DATA tokens it still needs
+  std::uint32_t cta_ = 0;              // the thread block running (CTA records)
+  std::optional<Record> exec_;         // the last EXEC
+  std::optional<Record> fault_;        // the FAULT that ended the launch
 };
 
 }  // namespace

@@ -84,6 +84,7 @@ class SimtMachine final : public sdk::Machine {
     // The same run, observed: the prompt and the record stream the model will have to generate.
     auto launch = record_launch(*simt, args, options);
     if (!launch) return launch.error();
+    if (!launch->fault.is_ok()) return launch->fault;
     sdk::LaunchResult result = std::move(launch->result);
     auto line = [](const Record& r) {
       const int n = token_count(r);

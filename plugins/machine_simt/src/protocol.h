@@ -37,6 +37,8 @@ inline constexpr int kDataBitsUnused = 0;  // payload of a DATA token
 // The LIVE row after the blocks' rows: `LIVE exited`, the registers some shuffle reads
 // (live in a lane that exited: another lane may still read them).
 inline constexpr std::uint32_t kLiveExited = kProtoBlocks;
+// FAULT rows: an instruction slot of a block (the terminator never touches memory), a lane, a kind.
+inline constexpr int kProtoFaultSlots = kProtoRowsPerBlock - 1;
 
 enum class RecordKind : std::uint8_t {
   kHalt,    // generated: the launch is over
@@ -50,6 +52,8 @@ enum class RecordKind : std::uint8_t {
   kWmem,    // fed / generated: up to 4 consecutive memory words + DATA by format
   kRom,     // fed: one 32-bit half of a ROM row + 2 DATA
   kLive,    // fed: registers live at a block's entry (or in an exited lane) + 1 DATA
+  kBound,   // fed: the words of one memory space an access may touch + 1 DATA
+  kFault,   // generated: a lane's memory access faulted; the launch is over
   kData,    // a 16-bit payload token (part of the record before it)
   kCount
 };
@@ -72,15 +76,17 @@ struct Record {
   std::uint32_t lanes = 0;                   // EXEC, SCHED, WREG: bit l = lane l
   LaneStatus status = LaneStatus::kRunning;  // SCHED
   std::uint32_t reg = 0;                     // WREG: 1..15
-  bool shared = false;                       // WMEM
+  bool shared = false;                       // WMEM, BOUND (the space)
   std::uint32_t word = 0;                    // WMEM: first word
   std::uint32_t count = 0;                   // WMEM: 1..4 words
   ValueFormat format = ValueFormat::kZero;   // WREG, WMEM
   std::uint32_t half = 0;                    // ROM: 0 = bits 0-31, 1 = bits 32-63 (in values[0])
-  std::uint32_t slot = 0;                    // ROM: row within the block
+  std::uint32_t slot = 0;                    // ROM: row within the block; FAULT: the instruction's slot
+  std::uint32_t lane = 0;                    // FAULT
+  FaultKind fault = FaultKind::kMisaligned;  // FAULT
   std::uint32_t cta = 0;                     // CTA
   std::uint32_t threads = 0, grid = 0;       // LAUNCH
-  std::array<std::uint32_t, 4> values{};     // WREG: per lane (0 outside `lanes`); WMEM: per word; LIVE, ROM: [0]
+  std::array<std::uint32_t, 4> values{};     // WREG: per lane (0 outside `lanes`); WMEM: per word; else [0]
   std::uint32_t data = 0;                    // DATA (raw token streams only)
 
   bool operator==(const Record&) const = default;
@@ -109,6 +115,9 @@ std::array<Record, 2> rom_records(std::uint32_t block, std::uint32_t slot, std::
 Record live_record(std::uint32_t block, std::uint32_t live_mask);
 // `LIVE exited`: the registers that stay live in a lane that exited (the shuffle sources).
 Record live_exited_record(std::uint32_t mask);
+// The words of one space an access may touch: [0, words).
+Record bound_record(bool shared, std::uint32_t words);
+Record fault_record(std::uint32_t slot, std::uint32_t lane, FaultKind kind);
 
 ValueFormat smallest_format(std::span<const std::uint32_t> values);
 
@@ -145,8 +154,9 @@ sdk::Status check_protocol_limits(const Program& program);
 // reads (another lane may read it at any time) in all blocks.
 std::vector<std::uint16_t> live_in_masks(const Program& program);
 
-// The host's prompt for a launch: LAUNCH, CTA 0, ROM and LIVE rows (LIVE exited when a
-// shuffle reads some register), memory, scheduler rows, RUN (docs/PROTOCOL.md "Prompt").
+// The host's prompt for a launch: LAUNCH, the BOUND of both spaces, CTA 0, ROM and LIVE rows
+// (LIVE exited when a shuffle reads some register), memory, scheduler rows, RUN
+// (docs/PROTOCOL.md "Prompt").
 sdk::Expected<std::vector<Record>> encode_prompt(const Program& program, const std::vector<sdk::LaunchArg>& args);
 
 // --check: the first generated token that differs from the expected stream.
@@ -163,13 +173,15 @@ std::optional<StreamMismatch> first_mismatch(std::span<const std::int64_t> expec
                                              std::span<const std::int64_t> got, std::int64_t base);
 
 struct LaunchRecords {
-  sdk::LaunchResult result;       // the interpreter's result, unchanged
+  sdk::LaunchResult result;       // the interpreter's result, unchanged (none after a fault)
+  sdk::Status fault;              // a memory fault's error: `generated` ends with its FAULT
   std::vector<Record> prompt;     // fed by the host
-  std::vector<Record> generated;  // what the model must generate, ending with HALT
+  std::vector<Record> generated;  // what the model must generate, ending with HALT (or FAULT)
   std::int64_t prompt_tokens = 0;
   std::int64_t generated_tokens = 0;
 };
-// Runs the reference interpreter and records the exact stream the model must generate.
+// Runs the reference interpreter and records the exact stream the model must generate; a memory
+// fault ends it with FAULT (LaunchRecords::fault), any other error is returned.
 sdk::Expected<LaunchRecords> record_launch(const Program& program, const std::vector<sdk::LaunchArg>& args,
                                            const sdk::InterpretOptions& options);
 

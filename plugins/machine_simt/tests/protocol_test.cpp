@@ -12,12 +12,13 @@
 #include <cstdlib>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <random>
 
 #include "interp.h"
 #include "ir_builder.h"
-#include "kernels.h"
 #include "isa.h"
+#include "kernels.h"
 #include "lower.h"
 
 namespace qgpu::simt::test {
@@ -36,17 +37,19 @@ using test::scalar;
 
 TEST(Protocol, VocabularySize) {
   // Counted from the layout in docs/PROTOCOL.md, term by term.
-  const std::int64_t want = 1 + 1 + 1 + 1      // HALT RUN SYNC LAUNCH
-                            + 128              // CTA
-                            + 128 * 8 * 15     // EXEC block x warp x lane mask
-                            + 385 * 8 * 15     // SCHED state (3 x 128 blocks, exited) x warp x lane mask
-                            + 8 * 15 * 15 * 4  // WREG warp x reg x lane mask x format
+  const std::int64_t want = 1 + 1 + 1 + 1           // HALT RUN SYNC LAUNCH
+                            + 128                   // CTA
+                            + 128 * 8 * 15          // EXEC block x warp x lane mask
+                            + 385 * 8 * 15          // SCHED state (3 x 128 blocks, exited) x warp x lane mask
+                            + 8 * 15 * 15 * 4       // WREG warp x reg x lane mask x format
                             + (1024 + 512) * 4 * 4  // WMEM (global, shared words) x count x format
-                            + 128 * 8 * 2      // ROM (32-bit halves)
-                            + 128 + 1          // LIVE: one row per block, then `LIVE exited`
-                            + 65536;           // DATA
+                            + 128 * 8 * 2           // ROM (32-bit halves)
+                            + 128 + 1               // LIVE: one row per block, then `LIVE exited`
+                            + 2                     // BOUND global, shared
+                            + 7 * 4 * 2             // FAULT slot x lane x kind
+                            + 65536;                // DATA
   EXPECT_EQ(vocabulary_rows(), want);
-  EXPECT_EQ(want, 161181);
+  EXPECT_EQ(want, 161239);
   std::cout << "[ protocol ] vocabulary: " << kBase << " base rows + " << vocabulary_rows()
             << " machine rows = " << kBase + vocabulary_rows() << "\n";
 }
@@ -85,6 +88,11 @@ std::vector<Record> edge_records() {
   v.push_back(live_record(31, 0xfffe));
   v.push_back(live_exited_record(0xfffe));
   v.push_back(live_exited_record(1u << 5));
+  for (bool shared : {false, true})
+    for (std::uint32_t words : {0u, 1u, shared ? 512u : 1024u}) v.push_back(bound_record(shared, words));
+  for (std::uint32_t slot : {0u, 3u, 6u})
+    for (std::uint32_t lane : {0u, 3u})
+      for (FaultKind f : {FaultKind::kMisaligned, FaultKind::kOutOfBounds}) v.push_back(fault_record(slot, lane, f));
   return v;
 }
 
@@ -134,13 +142,13 @@ TEST(Protocol, HeadersAreDistinctAndDataFormatsAreMinimal) {
   EXPECT_EQ(token_count(wmem_record(false, 2, std::vector<std::uint32_t>{32})), 2);
   EXPECT_EQ(to_text(wreg_record(0, 2, 7, {4, 10, 18, 0})), "WREG w0 r2 0b0111 byte [4, 10, 18]");
   EXPECT_EQ(to_text(sched_record(0, 8, LaneStatus::kRunning, 3)), "SCHED w0 0b1000 running B3");
-  // LIVE: rows 0-127 are the blocks' live-in sets, row 128 the exited lanes' (after B127, before DATA).
+  // LIVE: rows 0-127 are the blocks' live-in sets, row 128 the exited lanes' (after B127, before BOUND).
   std::vector<std::int64_t> t;
   ASSERT_TRUE(append_tokens(live_record(127, 2), kBase, t));
   ASSERT_TRUE(append_tokens(live_exited_record((1u << 3) | (1u << 15)), kBase, t));
   ASSERT_EQ(t.size(), 4u);
   EXPECT_EQ(t[2], t[0] + 1);
-  EXPECT_EQ(t[2], kBase + first_id(RecordKind::kData) - 1);
+  EXPECT_EQ(t[2], kBase + first_id(RecordKind::kBound) - 1);
   EXPECT_EQ(t[3], kBase + first_id(RecordKind::kData) + 0x8008);
   EXPECT_EQ(to_text(live_exited_record((1u << 3) | (1u << 15))), "LIVE exited {r3, r15}");
   EXPECT_EQ(to_text(live_record(2, 0)), "LIVE B2 {}");
@@ -156,7 +164,7 @@ TEST(Protocol, InvalidTokensAreNamed) {
   EXPECT_EQ(err({kBase + first_id(RecordKind::kHalt), 1234}),
             "token 1 (id 1234) is a base-vocabulary (text) token, not a machine record (records start at 248320)");
   EXPECT_EQ(err({kBase + vocabulary_rows() + 4}),
-            "token 0 (id 409505) is past the machine's rows (248320 + 161181, over by 5)");
+            "token 0 (id 409563) is past the machine's rows (248320 + 161239, over by 5)");
   EXPECT_EQ(err({data + 7}),
             "token 0 (id " + std::to_string(data + 7) + ") is a DATA token where a record header is expected");
   std::vector<std::int64_t> wreg;
@@ -307,7 +315,13 @@ class Replay {
 
   std::string apply(const Record& r, bool generated) {
     if (halted) return "record after HALT";
+    if (fault_ && r.kind != RecordKind::kFault) return "expected " + to_text(*fault_);
     switch (r.kind) {
+      case RecordKind::kBound: bound_[r.shared] = r.values[0]; return "";
+      case RecordKind::kFault:
+        if (!fault_ || !(*fault_ == r)) return fault_ ? "expected " + to_text(*fault_) : "no access faulted";
+        halted = true;
+        return "";
       case RecordKind::kLaunch: threads_ = r.threads, grid_ = r.grid; return "";
       case RecordKind::kRom: {
         std::uint64_t& row = rom_[r.block * rows_ + r.slot];
@@ -431,7 +445,16 @@ class Replay {
       for (int l = 0; l < 4; ++l) {
         if (!((r.lanes >> l) & 1)) continue;
         const std::uint32_t a = value(in.ak, in.a, in.imm, l), b = value(in.bk, in.b, in.imm, l);
-        const std::uint32_t word = (computed_[l][in.a] + in.imm) / 4;
+        const std::uint32_t addr = computed_[l][in.a] + in.imm, word = addr / 4;
+        if (f == kFmtLoad || f == kFmtStore || f == kFmtAtom || f == kFmtCas) {
+          // A fault (ISA.md §2) ends the block there: FAULT must follow this EXEC.
+          const bool shared = in.flags & kFlagShared;
+          if (addr % 4 != 0 || word >= bound_[shared]) {
+            fault_ = fault_record(static_cast<std::uint32_t>(slot), static_cast<std::uint32_t>(l),
+                                  addr % 4 != 0 ? FaultKind::kMisaligned : FaultKind::kOutOfBounds);
+            return "";
+          }
+        }
         switch (f) {
           case kFmtDA:
           case kFmtDAB:
@@ -501,6 +524,8 @@ class Replay {
   int parity_ = 0, cur_warp_ = 0, exec_warp_ = 0;
   std::uint32_t exec_mask_ = 0, defs_ = 0;
   bool in_exec_ = false;
+  std::array<std::uint32_t, 2> bound_{};  // BOUND: global, shared
+  std::optional<Record> fault_;           // the FAULT the last EXEC must be followed by
   std::array<std::array<std::uint32_t, 16>, 4> computed_{};
   std::map<std::pair<bool, std::uint32_t>, std::uint32_t> written_;
 
@@ -616,10 +641,12 @@ TEST(Protocol, DotProductPromptAndStream) {
   EXPECT_EQ(got, want);
   EXPECT_EQ(lr.generated_tokens, 15);
   EXPECT_LE(lr.generated_tokens, 24);  // issue 5's aim
-  // Prompt: LAUNCH+1, CTA, 25 ROM rows x 5, 5 LIVE x 2, memory 7 words (2 runs), SCHED, RUN
-  // (no register records: the CTA token clears the register file).
+  // Prompt: LAUNCH+1, BOUND global+1, BOUND shared+1, CTA, 25 ROM rows x 5, 5 LIVE x 2, memory 7
+  // words (2 runs), SCHED, RUN (no register records: the CTA token clears the register file).
   EXPECT_EQ(lr.prompt.front(), launch_record(4, 1));
-  EXPECT_EQ(lr.prompt[1], cta_record(0));
+  EXPECT_EQ(lr.prompt[1], bound_record(false, 7));  // a, b, out: 7 words
+  EXPECT_EQ(lr.prompt[2], bound_record(true, 0));   // no shared variable
+  EXPECT_EQ(lr.prompt[3], cta_record(0));
   EXPECT_EQ(lr.prompt.back(), run_record());
   int rom = 0, live = 0;
   for (const Record& r : lr.prompt) rom += r.kind == RecordKind::kRom, live += r.kind == RecordKind::kLive;
@@ -635,7 +662,7 @@ TEST(Protocol, DotProductPromptAndStream) {
   for (const Record& r : lr.prompt)
     if (r.kind == RecordKind::kWmem) mem.push_back(to_text(r));
   EXPECT_EQ(mem, (std::vector<std::string>{"WMEM global[0..3] byte [1, 2, 3, 4]", "WMEM global[4..6] byte [5, 6, 0]"}));
-  EXPECT_EQ(lr.prompt_tokens, 171);
+  EXPECT_EQ(lr.prompt_tokens, 175);
 }
 
 TEST(Protocol, StreamsOfOtherKernelsReplayExactly) {
@@ -798,6 +825,64 @@ TEST(Protocol, ShuffleSourcesTravelAsLiveExited) {
     else
       EXPECT_EQ(e, "");
   }
+}
+
+TEST(Protocol, AFaultEndsTheStreamWithFault) {
+  // dot over n = 8 threads with 3-element arrays: a = words 0-2, b = 3-5, out = 6 (7 words). Warp 0's
+  // loads stay inside the arrays (a[3] is b's word 3, b[3] out's word 6); warp 1's first load, b[4..7]
+  // in B2 slot 1 (this kernel loads b first), reaches word 7 in lane 0 (thread 4): the first fault
+  // (ISA.md §2).
+  auto p = lower_kernel(dot_kernel(), {1, 8}, circuit_sizes());
+  ASSERT_TRUE(p);
+  const std::vector<sdk::LaunchArg> args = {arr("a", {1, 2, 3}), arr("b", {4, 5, 6}), arr("out", {0}), scalar("n", 8)};
+  auto lr = record_launch(**p, args, {});
+  ASSERT_TRUE(lr) << lr.status().to_string();
+  auto run = interpret_program(**p, args, {});
+  ASSERT_FALSE(run);
+  EXPECT_EQ(lr->fault.message(), run.status().message());  // the interpreter's error, as is
+  EXPECT_NE(
+      lr->fault.message().find("out-of-bounds global load by thread 4 of thread block 0 (warp 1, lane 0) at B2 slot 1 "
+                               "`ld r2, [r1+12]` (test.cu:17:3): byte address 28 (word 7) is outside the 7 words"),
+      std::string::npos)
+      << lr->fault.message();
+  ASSERT_GE(lr->generated.size(), 2u);
+  EXPECT_EQ(lr->generated.back(), fault_record(1, 0, FaultKind::kOutOfBounds));
+  EXPECT_EQ(lr->generated[lr->generated.size() - 2], exec_record(2, 1, 0b1111));
+  EXPECT_EQ(to_text(lr->generated.back()), "FAULT slot 1 lane 0 out-of-bounds");
+  // The prompt's bounds: the arrays' 7 words, no shared memory.
+  EXPECT_EQ(lr->prompt.at(1), bound_record(false, 7));
+  EXPECT_EQ(lr->prompt.at(2), bound_record(true, 0));
+  // The replay derives the same FAULT from the prompt alone, and refuses another lane's.
+  for (bool tamper : {false, true}) {
+    std::vector<Record> gen = lr->generated;
+    if (tamper) gen.back().lane = 2;
+    Replay replay((*p)->rows_per_block());
+    replay.begin();
+    ASSERT_EQ(replay.feed(lr->prompt, false), "");
+    const std::string e = replay.feed(gen, true);
+    if (tamper)
+      EXPECT_NE(e.find("expected FAULT slot 1 lane 0 out-of-bounds"), std::string::npos) << e;
+    else
+      EXPECT_EQ(e, "");
+  }
+}
+
+TEST(Protocol, BoundAndFaultFieldsOutsideTheLayout) {
+  std::vector<std::int64_t> ids;
+  EXPECT_EQ(append_tokens(bound_record(false, 1025), kBase, ids).message(),
+            "BOUND record: words 1025 is outside the token layout (at most 1024, over by 1)");
+  EXPECT_EQ(append_tokens(bound_record(true, 513), kBase, ids).message(),
+            "BOUND record: words 513 is outside the token layout (at most 512, over by 1)");
+  EXPECT_EQ(append_tokens(fault_record(7, 0, FaultKind::kMisaligned), kBase, ids).message(),
+            "FAULT record: slot 7 is outside the token layout (at most 6, over by 1)");
+  EXPECT_EQ(append_tokens(fault_record(0, 4, FaultKind::kMisaligned), kBase, ids).message(),
+            "FAULT record: lane 4 is outside the token layout (at most 3, over by 1)");
+  // A BOUND whose DATA names more words than the space has does not decode.
+  const std::int64_t data = kBase + first_id(RecordKind::kData);
+  auto r = decode_tokens(std::vector<std::int64_t>{kBase + first_id(RecordKind::kBound) + 1, data + 600}, kBase);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.status().message().find("BOUND shared of 600 words is past the space's 512"), std::string::npos)
+      << r.status().message();
 }
 
 TEST(Protocol, ReplayCatchesAMissingWriteBack) {

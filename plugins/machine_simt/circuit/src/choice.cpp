@@ -21,6 +21,7 @@ sdk::Status mark_choice_outputs(weights::Circuit& c, const NextToken& n) {
 
 bool generated_token_bits(const NextToken& n, std::int64_t offset, TokenBits& out) {
   out.bits.clear();
+  out.kind_weight = 1;
   auto rec = token_record(offset);
   if (!rec) return false;
   const Record& r = *rec;
@@ -64,6 +65,14 @@ bool generated_token_bits(const NextToken& n, std::int64_t offset, TokenBits& ou
       out.bits.emplace_back(n.data, true);
       push_field(out, n.data_value, r.data);
       return true;
+    case RecordKind::kFault:
+      if (n.fault.field <= 0 || r.slot >= 1u << n.fault_slot.size()) return false;  // no fault input (unset or 0)
+      out.kind_weight = 2;
+      out.bits.emplace_back(n.fault, true);
+      push_field(out, n.fault_slot, r.slot);
+      push_field(out, n.fault_lane, r.lane);
+      out.bits.emplace_back(n.fault_kind, r.fault == FaultKind::kOutOfBounds);
+      return true;
     default: return false;  // fed by the host only
   }
 }
@@ -91,7 +100,7 @@ sdk::Expected<weights::SparseMatrix> record_unembedding(const NextToken& next, c
       m.add(t, r.channel, r.weight);
       bias += r.bias;
     };
-    term(tb.bits[0].first, alpha * kChoiceKindWeight);
+    term(tb.bits[0].first, alpha * kChoiceKindWeight * tb.kind_weight);
     for (std::size_t i = 1; i < tb.bits.size(); ++i) {
       const auto& [bit, value] = tb.bits[i];
       term(value ? bit : !bit, alpha);

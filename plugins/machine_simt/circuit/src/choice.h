@@ -9,7 +9,9 @@
 // row in the fields' scale when the successor amplifies them (build_successor's
 // choice_gain): every logit is then scaled by the same factor. The token whose
 // fields are in the residual scores α·W; a token of the same kind with k wrong
-// bits α·(W − k); a token of another kind at most 0. Rows the model never
+// bits α·(W − k); a token of another kind at most 0. FAULT's kind bit weighs 2W: on an EXEC
+// that faults, both FAULT's bit and the kind bit of the token the write-back would start with
+// are 1, and FAULT scores α·2W against α·W. Rows the model never
 // generates (RUN, LAUNCH, ROM, LIVE, reserved rows) score −α·W·2 whatever the
 // residual holds.
 #pragma once
@@ -30,6 +32,7 @@ namespace qgpu::simt::circuit {
 // false for rows the model never generates.
 struct TokenBits {
   std::vector<std::pair<weights::Bit, bool>> bits;  // kind bit (true) and every field bit of the kind
+  int kind_weight = 1;  // × W: FAULT's 2, so that a fault outscores the token the EXEC would choose else
 };
 bool generated_token_bits(const NextToken& next, std::int64_t offset, TokenBits& out);
 

@@ -36,6 +36,8 @@ class Builder {
   // polarity of `after`): ops gated by it are placed after `after`.
   sdk::Expected<Bit> late_enable(const std::string& name, Bit after);
   sdk::Status terminator();
+  // The first memory fault so far in (slot, lane) order, after slot s's checks (fault_).
+  sdk::Status fault_code(int s, const Memory& mem);
   sdk::Status outputs();
 
   Circuit& c_;
@@ -46,6 +48,8 @@ class Builder {
   std::vector<Memory> mem_;  // per slot
   Bit reads_after_;          // the bit the last slot's operand reads wait for (the terminator's too)
   TermEarly term_;           // the terminator's opcode bits and targets, fetched at the start (control)
+  int bounds_ram_ = -1;      // the launch's memory bounds (BOUND records), read by every memory unit
+  Word fault_;               // kFaultCodeBits: the first memory fault so far (SuccessorIn::fault)
 };
 
 sdk::Status Builder::build() {
@@ -81,6 +85,12 @@ sdk::Status Builder::build() {
   for (int ram : m_.regs.rams) QGPU_RETURN_IF_ERROR(c_.ram_clear(ram, cta));
   for (std::size_t k = static_cast<std::size_t>(bank_row(layout_, true, 0).ram); k < m_.memory.rams.size(); ++k)
     QGPU_RETURN_IF_ERROR(c_.ram_clear(m_.memory.rams[k], cta));
+  {  // The bounds of both spaces (rows 0 global, 1 shared), from the prompt's BOUND records.
+    BoundWrite bw;
+    QGPU_RETURN_IF_ERROR(take(build_bound_write(c_, m_.fd.records), bw));
+    QGPU_RETURN_IF_ERROR(take(c_.add_ram("fault", "bounds", 2, kBoundBits), bounds_ram_));
+    QGPU_RETURN_IF_ERROR(c_.ram_write(bounds_ram_, Word{bw.row}, bw.words, bw.enable));
+  }
   for (int s = 0; s < kMachineSlots; ++s) QGPU_RETURN_IF_ERROR(slot(s));
   QGPU_RETURN_IF_ERROR(terminator());
   QGPU_RETURN_IF_ERROR(take(finish_control(*stage, m_.cond), m_.control));
@@ -175,9 +185,11 @@ sdk::Status Builder::slot(int s) {
   me.a = ops.a;
   me.b = ops.b;
   me.c = ops.c;
+  me.bounds = FaultBounds{bounds_ram_};
   Memory mem;
   QGPU_RETURN_IF_ERROR(take(build_memory(c_, m_.memory, me), mem));
   mem_.push_back(mem);
+  QGPU_RETURN_IF_ERROR(fault_code(s, mem));
 
   // The shuffle unit's last MLP adds the other units' results: its d is the slot's value.
   ShuffleIn si;
@@ -198,6 +210,58 @@ sdk::Status Builder::slot(int s) {
   out.opcode = f.writes_op;  // what later slots and the write-back read: writes_d only
   out.d = f.dest;
   out.value = sh.d;
+  return sdk::Status::ok();
+}
+
+// The code (SuccessorIn::fault) of the first faulting lane of the block so far: slot s's first
+// faulting lane where no earlier slot faulted, else the earlier code. One MLP on the memory
+// unit's misaligned / out-of-bounds bits (exclusive per lane): lane l is the first of the slot
+// to fault when [f_l − Σ_{k<l} f_k ≥ 1], f = misaligned + out of bounds.
+sdk::Status Builder::fault_code(int s, const Memory& mem) {
+  Word code;
+  QGPU_RETURN_IF_ERROR(take(c_.computed("fault", "code.s" + std::to_string(s), kFaultCodeBits), code));
+  const bool chained = s > 0;
+  constexpr double kGate = 8;  // ¬(an earlier fault) as a literal: weight 8, the threshold 8 higher
+  auto fault_terms = [&](int l, double w) {
+    return std::vector<Term>{{mem.lane[l].misaligned, w}, {mem.lane[l].out_of_bounds, w}};
+  };
+  c_.push_enable(en_);
+  MlpBuilder mb(c_);
+  sdk::Status st = [&]() -> sdk::Status {
+    auto step = [&](std::vector<Term> t, double at, std::vector<Term> outs) -> sdk::Status {
+      if (chained) {
+        t.push_back(Term{!fault_[0], kGate});
+        at += kGate;
+      }
+      return mb.step(std::move(t), at, outs);
+    };
+    std::vector<Term> any, slot_bits{{code[0], 1}};
+    for (int i = 0; i < 3; ++i)
+      if ((s >> i) & 1) slot_bits.push_back(Term{code[1 + i], 1});
+    for (int l = 0; l < kProtoLanes; ++l)
+      for (const Term& t : fault_terms(l, 1)) any.push_back(t);
+    QGPU_RETURN_IF_ERROR(step(any, 1, slot_bits));
+    for (int l = 0; l < kProtoLanes; ++l) {
+      std::vector<Term> first = fault_terms(l, 1), kind{{mem.lane[l].out_of_bounds, 2}};
+      for (int k = 0; k < l; ++k)
+        for (const Term& t : fault_terms(k, -1)) {
+          first.push_back(t);
+          kind.push_back(Term{t.bit, -2});
+        }
+      std::vector<Term> lane_bits;
+      if (l & 1) lane_bits.push_back(Term{code[4], 1});
+      if (l & 2) lane_bits.push_back(Term{code[5], 1});
+      if (!lane_bits.empty()) QGPU_RETURN_IF_ERROR(step(first, 1, lane_bits));
+      QGPU_RETURN_IF_ERROR(step(kind, 2, {Term{code[6], 1}}));
+    }
+    if (chained)
+      for (int b = 0; b < kFaultCodeBits; ++b)
+        mb.select({fault_[0], fault_[b]}, weights::Affine{{}, 1}, {Term{code[b], 1}});
+    return mb.commit("fault.code.s" + std::to_string(s));
+  }();
+  c_.pop_enable();
+  QGPU_RETURN_IF_ERROR(st);
+  fault_ = code;
   return sdk::Status::ok();
 }
 
@@ -429,6 +493,7 @@ sdk::Status Builder::outputs() {
   qi.control = m_.next;
   qi.exec = m_.control.on[0];
   qi.final = m_.wb.is_final;
+  qi.fault = fault_;
   qi.choice_gain = choice_gain_;
   return take(build_sequencer(c_, qi, m_.fd.records), m_.sequencer);
 }

@@ -128,18 +128,18 @@ sdk::Status add_final(MlpBuilder& mb, const AddDigits& d, const Word& o, const s
 //  2. group h of x is zero ⟺ (Z_h ∧ no carry in) ∨ (P_h ∧ ¬G_h ∧ a carry in), the carry into
 //     overall group m being [E_m ≥ 2^m], E_m = Σ_{p<m} 2^p (G_p + P_p) over the low groups,
 //     then the high ones (add_final's carry); `misaligned` = active ∧ access ∧ (x0 ∨ x1);
-//  3. word vs the space's bound B in two digit groups (bits 0-4, bits 5 up):
-//     D = Σ 2^i (word_i − B_i) per group, gt_hi = [D_hi ≥ 1], eq_hi = [D_hi = 0], ge_lo = [D_lo ≥ 0];
-//  4. `out_of_bounds` = active ∧ access ∧ x0 = x1 = 0 ∧ (some high group nonzero ∨ word ≥ B),
-//     word ≥ B ⟺ gt_hi ∨ (eq_hi ∧ ge_lo): [−8·Σ_h zero_h + 2 gt_hi + eq_hi + ge_lo ≥ 2 − 8·H].
-sdk::Status build_fault_checks(Circuit& c, const std::string& owner, const FaultBounds& bounds, const Word& a,
-                               const Word& imm, Bit shared, const std::vector<Bit>& lits, const AddDigits& lo,
-                               const Word& word, MemoryLane& lane) {
+//  3. word vs the space's bound B (read from the bounds RAM just before) in two digit groups
+//     (bits 0-4, bits 5 up), D = Σ 2^i (word_i − B_i) per group, with the high groups folded in
+//     (NZ of them nonzero): gt = [D_hi ≥ 1] ∨ NZ > 0, eq = [D_hi = 0] ∧ NZ = 0, ge_lo = [D_lo ≥ 0];
+//  4. `out_of_bounds` = active ∧ access ∧ ¬misaligned ∧ (x ≥ 4·B ⟺ gt ∨ (eq ∧ ge_lo)):
+//     [2·gt + eq + ge_lo ≥ 2].
+sdk::Status build_fault_checks(Circuit& c, const std::string& owner, const Word& bound, const Word& a, const Word& imm,
+                               const std::vector<Bit>& lits, const AddDigits& lo, const Word& word, MemoryLane& lane) {
   const int n = static_cast<int>(lo.s0.size());
   const int low_groups = static_cast<int>(lo.g.size());
   const int high = (32 - n + kAddGroup - 1) / kAddGroup;
-  if (static_cast<int>(bounds.global.size()) != kBoundBits || static_cast<int>(bounds.shared.size()) != kBoundBits)
-    return sdk::invalid_argument(owner + ": fault bounds need " + std::to_string(kBoundBits) + " bits each");
+  if (static_cast<int>(bound.size()) != kBoundBits)
+    return sdk::invalid_argument(owner + ": a fault bound has " + std::to_string(kBoundBits) + " bits");
   auto g = field(c, owner, "x.hi.G", high);
   auto p = field(c, owner, "x.hi.P", high);
   auto z = field(c, owner, "x.hi.Z", high);
@@ -200,31 +200,30 @@ sdk::Status build_fault_checks(Circuit& c, const std::string& owner, const Fault
   {  // 3.
     constexpr int kLoBits = 5;
     MlpBuilder mb(c);
-    for (int space = 0; space < 2; ++space) {
-      const Word& bound = space ? bounds.shared : bounds.global;
-      const Bit lit = space ? shared : !shared;
-      std::vector<Term> dlo, dhi;
-      for (int i = 0; i < kBoundBits; ++i) {
-        std::vector<Term>& d = i < kLoBits ? dlo : dhi;
-        const double w = std::ldexp(1.0, i < kLoBits ? i : i - kLoBits);
-        if (i < static_cast<int>(word.size())) d.push_back(Term{word[i], w});
-        d.push_back(Term{bound[i], -w});
-      }
-      QGPU_RETURN_IF_ERROR(gated_step(mb, dhi, 1, {lit}, out((*cmp)[0])));
-      QGPU_RETURN_IF_ERROR(gated_step(mb, dhi, 0, {lit}, out((*cmp)[1])));
-      QGPU_RETURN_IF_ERROR(gated_step(mb, dhi, 1, {lit}, out((*cmp)[1], -1)));
-      QGPU_RETURN_IF_ERROR(gated_step(mb, dlo, 0, {lit}, out((*cmp)[2])));
+    std::vector<Term> dlo, dhi;
+    for (int i = 0; i < kBoundBits; ++i) {
+      std::vector<Term>& d = i < kLoBits ? dlo : dhi;
+      const double w = std::ldexp(1.0, i < kLoBits ? i : i - kLoBits);
+      if (i < static_cast<int>(word.size())) d.push_back(Term{word[i], w});
+      d.push_back(Term{bound[i], -w});
     }
+    // With NZ = H − Σ_h zero_h high groups nonzero: gt = [D_hi + 64·NZ ≥ 1], eq = [D_hi − 64·NZ = 0].
+    std::vector<Term> gt = dhi, eq = dhi;
+    for (int h = 0; h < high; ++h) {
+      gt.push_back(Term{(*zero)[h], -64});
+      eq.push_back(Term{(*zero)[h], 64});
+    }
+    QGPU_RETURN_IF_ERROR(mb.step(gt, 1 - 64 * high, out((*cmp)[0])));
+    QGPU_RETURN_IF_ERROR(mb.step(eq, 64 * high, out((*cmp)[1])));
+    QGPU_RETURN_IF_ERROR(mb.step(eq, 64 * high + 1, out((*cmp)[1], -1)));
+    QGPU_RETURN_IF_ERROR(mb.step(dlo, 0, out((*cmp)[2])));
     QGPU_RETURN_IF_ERROR(mb.commit(owner + ".fault.cmp"));
   }
   {  // 4.
     MlpBuilder mb(c);
-    std::vector<Term> t{{(*cmp)[0], 2}, {(*cmp)[1], 1}, {(*cmp)[2], 1}};
-    for (int h = 0; h < high; ++h) t.push_back(Term{(*zero)[h], -8});
     std::vector<Bit> all = lits;
-    all.push_back(!lo.s0[0]);
-    all.push_back(!lo.s0[1]);
-    QGPU_RETURN_IF_ERROR(gated_step(mb, t, 2 - 8 * high, all, out((*oob)[0])));
+    all.push_back(!(*mis)[0]);  // active ∧ access ∧ ¬misaligned: aligned (x's low bits die in MLP 2)
+    QGPU_RETURN_IF_ERROR(gated_step(mb, {{(*cmp)[0], 2}, {(*cmp)[1], 1}, {(*cmp)[2], 1}}, 2, all, out((*oob)[0])));
     QGPU_RETURN_IF_ERROR(mb.commit(owner + ".fault.out_of_bounds"));
   }
   lane.misaligned = (*mis)[0];
@@ -444,8 +443,19 @@ sdk::Expected<Memory> build_memory(Circuit& c, const MemoryRams& rams, const Mem
     if (in.writes) access.push_back(Op::kSt);
     auto is_access = any_of("is_access", access);
     if (!is_access) return is_access.status();
+    // The bound of the instruction's space, read where the word compare needs it: the read's
+    // enable (the unit's, recomputed) waits for the address adder's first MLP.
+    auto late = field(c, owner, "bound.enable", 1);
+    if (!late) return late.status();
+    MlpBuilder lm(c);
+    const Bit anchor = digits[0].g[0];
+    lm.select({anchor}, kOne, out((*late)[0]));
+    lm.select({!anchor}, kOne, out((*late)[0]));
+    QGPU_RETURN_IF_ERROR(lm.commit(owner + ".bound.enable"));
+    auto bound = c.ram_read(in.bounds->ram, owner + ".bound", Word{in.shared}, (*late)[0]);
+    if (!bound) return bound.status();
     for (int l = 0; l < kLanes; ++l)
-      QGPU_RETURN_IF_ERROR(build_fault_checks(c, owner + "." + lane_name(l), *in.bounds, in.a[l], in.imm, in.shared,
+      QGPU_RETURN_IF_ERROR(build_fault_checks(c, owner + "." + lane_name(l), *bound, in.a[l], in.imm,
                                               {in.active[l], *is_access}, digits[l], word[l], mem.lane[l]));
   }
   // Read enables in MLP 1: the bank bits (x[3:2], or x[4:2]) are in adder group 0.

@@ -69,12 +69,13 @@ BankRow bank_row(MemoryLayout layout, bool shared, int word);
 
 // The launch's bounds for fault detection (MemoryIn::bounds): an access faults where its
 // byte address x = a + imm (mod 2^32) is not a multiple of 4 (misaligned) or, aligned,
-// where x / 4 is not below the space's bound (out of bounds), as the interpreter checks.
-// Each bound is a word count of kBoundBits bits, at most the layout's words of its space.
+// where x / 4 is not below its space's bound (out of bounds), as the interpreter checks.
+// The bounds are a RAM of 2 rows (0: global, the words holding the launch's arrays; 1:
+// shared, the words the kernel declares) of kBoundBits bits, each at most the layout's
+// words of its space (BOUND records write it: records.h's build_bound_write).
 inline constexpr int kBoundBits = kProtoWordBits + 1;
 struct FaultBounds {
-  weights::Word global;  // kBoundBits: the words holding the launch's arrays
-  weights::Word shared;  // kBoundBits: the shared words the kernel declares
+  int ram = -1;
 };
 
 struct MemoryIn {
@@ -104,7 +105,8 @@ struct MemoryLane {
                            // (and one before the next lane's): a placement anchor for later ops
   // With MemoryIn::bounds (else the constant 0): the lane is active, the opcode accesses
   // memory, and its address is misaligned / aligned and out of bounds. Four MLPs after
-  // the operands, beside the lane chain.
+  // the operands, beside the lane chain; the space's bound is read from the RAM in the
+  // layer of the third (the word compare), so it is in the residual for one layer only.
   weights::Bit misaligned;
   weights::Bit out_of_bounds;
 };

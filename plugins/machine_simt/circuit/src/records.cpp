@@ -493,6 +493,15 @@ sdk::Expected<LiveWrite> build_live_write(Circuit& c, Records& rec) {
   return LiveWrite{(*lag1)[0], (*lag1)[1], slice(rec.window[0], 0, kBlockBits), rec.data_value};
 }
 
+sdk::Expected<BoundWrite> build_bound_write(Circuit& c, Records& rec) {
+  auto is = rec.add_header_field(c, RecordKind::kBound, "bound", "is", 2,
+                                 [](const Record& r) -> sdk::Expected<std::uint64_t> { return r.shared ? 3 : 1; });
+  if (!is) return is.status();
+  auto lag1 = c.previous("bound.lag1", *is, 1, std::nullopt);
+  if (!lag1) return lag1.status();
+  return BoundWrite{(*lag1)[0], (*lag1)[1], slice(rec.data_value, 0, kProtoWordBits + 1)};
+}
+
 sdk::Expected<Record> record_of_token(std::int64_t id, std::int64_t base) {
   const std::string where = "token id " + std::to_string(id);
   const std::int64_t end = base + vocabulary_rows();

@@ -94,6 +94,13 @@ struct LiveWrite {
   weights::Word mask;   // 16 bits: bit r = register r live at B's entry (in an exited lane)
 };
 
+// The bounds write of a BOUND record's DATA token (header at lag 1): views, no neurons.
+struct BoundWrite {
+  weights::Bit enable;  // the header at lag 1 is BOUND
+  weights::Bit row;     // its space, the bounds RAM's row: 0 global, 1 shared
+  weights::Word words;  // kProtoWordBits + 1 bits: payload bits 0-10
+};
+
 struct Records {
   std::int64_t base = kQwen35VocabRows;  // first machine token id
   int rom_slots = 0;                     // ROM rows per block held by the circuit
@@ -142,6 +149,10 @@ sdk::Expected<LaunchWrite> build_launch_write(weights::Circuit& c, Records& reco
 // LIVE records: a 2-bit header field (LIVE B, LIVE exited) read at lag 1 (one head); the
 // block is the shared rec.row at lag 1, the mask the DATA payload. One per circuit.
 sdk::Expected<LiveWrite> build_live_write(weights::Circuit& c, Records& records);
+
+// BOUND records: a 2-bit header field (BOUND, its space) read at lag 1 (one head); the words are
+// the DATA payload. One per circuit.
+sdk::Expected<BoundWrite> build_bound_write(weights::Circuit& c, Records& records);
 
 // The header a machine token id denotes (kind and header fields; payload fields
 // 0), or for a DATA id a kData record with `data` set. Errors: a text token, an

@@ -218,6 +218,7 @@ sdk::Expected<SequencerOut> build_sequencer(Circuit& c, const SequencerIn& in, R
     if (!ram) return ram.status();
     QGPU_RETURN_IF_ERROR(c.ram_write(*ram, Word{c.zero()}, data, exec));
     out.pending.push_back(*ram);
+    if (s < kWbSlots) out.slot_values[static_cast<std::size_t>(s)] = *ram;
     out.pending_bits += static_cast<int>(data.size());
     ports.push_back(weights::RamReadSpec{*ram, Word{c.zero()}, (*sel)[s], 0});
   }
@@ -300,6 +301,7 @@ sdk::Expected<SequencerOut> build_sequencer(Circuit& c, const SequencerIn& in, R
   sin.sched_lanes = slice(*cur_hdr, 0, 4);
   sin.sched_warp = slice(*cur_hdr, 4, 3);
   sin.warp = warp;
+  sin.fault = in.fault;
   auto next = build_successor(c, wp, mp, sched, ctl, sin, &lanes, in.choice_gain);
   if (!next) return next.status();
   out.next = *next;

@@ -71,6 +71,8 @@ struct SequencerIn {
   // come from; known right after decode, it lets the value ports (and the slot values
   // they store) sit next to each slot instead of after the write-back analysis.
   std::optional<std::array<weights::Bit, kWbSlots>> final;
+  // Optional: the EXEC's first memory fault (SuccessorIn::fault): the next token may be FAULT.
+  std::optional<weights::Word> fault;
   // The NextToken fields' scale (build_successor's choice_gain): 1 for the circuit alone.
   int choice_gain = 1;
 };
@@ -82,6 +84,7 @@ struct SequencerOut {
   weights::Word window;      // 128 bits: the pending values of the current record
   weights::Word select;      // 5 bits, one-hot: slot 0..3 (WREG), memory (WMEM)
   std::vector<int> pending;  // the pending RAMs
+  std::array<int, kWbSlots> slot_values{};  // pend.s0..3: each slot's 4 lane values (lane l: bits 32l..32l+31)
   int pending_bits = 0;      // their total width
 };
 

@@ -639,8 +639,29 @@ sdk::Expected<NextToken> build_successor(Circuit& c, const WregPlan& wreg, const
   auto one = c.computed(kOwner, "next.one", 1);
   if (!one) return one.status();
   t.one = (*one)[0];
+  t.fault = t.fault_kind = c.zero();
+  t.fault_slot = weights::constant_word(c, 0, 3);
+  t.fault_lane = weights::constant_word(c, 0, 2);
+  if (in.fault) {
+    if (in.fault->size() != kFaultCodeBits)
+      return sdk::invalid_argument("successor: the fault code has " + std::to_string(kFaultCodeBits) + " bits");
+    auto f = c.computed(kOwner, "next.fault", 7);
+    if (!f) return f.status();
+    t.fault = (*f)[0];
+    t.fault_slot = slice(*f, 1, 3);
+    t.fault_lane = slice(*f, 4, 2);
+    t.fault_kind = (*f)[6];
+  }
   MlpBuilder mb(c);
   mb.constant(out(t.one));
+  if (in.fault) {  // the EXEC's fault, as it is: FAULT outscores whatever else it chooses
+    mb.select({in.is_exec, (*in.fault)[0]}, kOne, out(t.fault));
+    for (int b = 1; b < kFaultCodeBits; ++b)
+      mb.select({in.is_exec, (*in.fault)[b]}, kOne,
+                out(b < 4   ? t.fault_slot[b - 1]
+                    : b < 6 ? t.fault_lane[b - 4]
+                            : t.fault_kind));
+  }
   auto copy = [&](const std::vector<Bit>& m, const Word& from, const Word& to) {
     for (std::size_t b = 0; b < to.size(); ++b) mb.select(m, bit_of(from[b]), out(to[b]));
   };
@@ -753,15 +774,15 @@ sdk::Expected<NextToken> build_successor(Circuit& c, const WregPlan& wreg, const
 }
 
 Word choice_bits(const NextToken& n) {
-  Word all{n.wreg, n.wmem, n.sched, n.data, n.exec, n.sync, n.cta, n.halt, n.wmem_shared};
-  for (const Word* w :
-       {&n.warp, &n.wreg_reg, &n.wreg_lanes, &n.wreg_format, &n.wmem_word, &n.wmem_count, &n.wmem_format,
-        &n.sched_lanes, &n.sched_status, &n.sched_block, &n.exec_block, &n.exec_lanes, &n.cta_index, &n.data_value})
+  Word all{n.wreg, n.wmem, n.sched, n.data, n.exec, n.sync, n.cta, n.halt, n.wmem_shared, n.fault, n.fault_kind};
+  for (const Word* w : {&n.warp, &n.wreg_reg, &n.wreg_lanes, &n.wreg_format, &n.wmem_word, &n.wmem_count,
+                        &n.wmem_format, &n.sched_lanes, &n.sched_status, &n.sched_block, &n.exec_block, &n.exec_lanes,
+                        &n.cta_index, &n.data_value, &n.fault_slot, &n.fault_lane})
     all.insert(all.end(), w->begin(), w->end());
   all.push_back(n.one);
   Word out;
   for (const Bit& b : all)
-    if (b.field != 0) out.push_back(Bit{b.field, b.bit, false});
+    if (b.field > 0) out.push_back(Bit{b.field, b.bit, false});  // constants (0) and unset fields (-1) carry no channel
   return out;
 }
 }  // namespace qgpu::simt::circuit

@@ -17,6 +17,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -126,7 +127,12 @@ struct SuccessorIn {
   weights::Word sched_lanes;                         // 4 bits
   weights::Word sched_warp;  // 3 bits: the SCHED header's warp (read where a group names its warp)
   weights::Word warp;        // 3 bits: the EXEC's warp (WREG and SCHED headers carry it)
+  // The EXEC's first memory fault (kFaultCodeBits, 0 on other tokens): bit 0 a fault, bits 1-3
+  // its slot, bits 4-5 its lane, bit 6 out of bounds (else misaligned). Given, the next token
+  // may be FAULT (NextToken::fault); without it the circuit never generates FAULT.
+  std::optional<weights::Word> fault;
 };
+inline constexpr int kFaultCodeBits = 7;
 
 // The next token, one-hot over its kind, with the kind's fields.
 struct NextToken {
@@ -139,6 +145,11 @@ struct NextToken {
   weights::Word exec_block, exec_lanes;                  // kProtoBlockBits, 4
   weights::Word cta_index;                               // 7
   weights::Word data_value;                              // 16
+  // FAULT (its kind bit outweighs the others': record_unembedding), its slot, lane and kind;
+  // constants 0 where the successor has no fault input.
+  weights::Bit fault;
+  weights::Word fault_slot, fault_lane;  // 3, 2
+  weights::Bit fault_kind;               // 1: out of bounds
   // 1 on every token of the write-back sequence (where a next token is chosen): the
   // unembedding's constant, scaled with the fields by the choice gain.
   weights::Bit one;

@@ -11,6 +11,7 @@
 #include <array>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <map>
 #include <memory>
@@ -101,7 +102,7 @@ weights::Schedule as_late_as_possible(const weights::Circuit& c, const weights::
 }
 
 // Where the residual goes: live bits per sub-layer (the more of the two token modes),
-// and at the widest point the owners holding them.
+// and at the widest point the owners holding them (QGPU_PEAK_FIELDS=1: every field there).
 void print_live(const weights::Circuit& c, const weights::CompiledCircuit& cc, const char* what) {
   const auto both = live_bits(c, cc, cc.schedule);
   const std::vector<int> live = either_mode(both);
@@ -129,6 +130,15 @@ void print_live(const weights::Circuit& c, const weights::CompiledCircuit& cc, c
   }
   for (const auto& [owner, bits] : by_owner)
     if (bits >= 32) std::printf(" %s %d,", owner.c_str(), bits);
+  if (std::getenv("QGPU_PEAK_FIELDS")) {
+    std::fill(seen.begin(), seen.end(), 0);
+    for (std::size_t f = 0; f < c.fields().size(); ++f) {
+      const int root = lr[f].root < 0 ? static_cast<int>(f) : lr[f].root;
+      if (seen[static_cast<std::size_t>(root)]++ || !lr[f].live_after(peak - 1)) continue;
+      if (modes[f] != 0 && (modes[f] > 0) != (track == 0)) continue;
+      std::printf("\n  %s.%s %d", c.fields()[f].owner.c_str(), c.fields()[f].name.c_str(), c.fields()[f].width);
+    }
+  }
   std::printf(" and %d bits of the other token mode on the same channels", other);
   const std::vector<int> late = either_mode(live_bits(c, cc, as_late_as_possible(c, cc.schedule)));
   std::printf("\nmachine (%s): every op as late as its readers allow (estimate): peak %d bits\n", what,

@@ -51,7 +51,8 @@ struct Compiled {
   weights::Bit enable, shared;
   weights::Word opcode, imm, lanes;
   std::array<weights::Word, kLanes> a, b, cc_;
-  weights::Word bound_global, bound_shared;  // with fault checks
+  weights::Bit bound_we, bound_row;  // with fault checks: the bounds RAM's write port
+  weights::Word bound_value;
   weights::CompiledCircuit cc;
   int input_bits = 0;
   bool ok = false;
@@ -88,10 +89,16 @@ struct Compiled {
     mi.shared = shared;
     mi.imm = imm;
     mi.writes = writes;
-    if (faults) {
-      bound_global = in("launch", "bound_global", circuit::kBoundBits);
-      bound_shared = in("launch", "bound_shared", circuit::kBoundBits);
-      mi.bounds = circuit::FaultBounds{bound_global, bound_shared};
+    if (faults) {  // the bounds RAM, written from test inputs (the machine's BOUND records)
+      bound_we = in("bound", "we", 1)[0];
+      bound_row = in("bound", "row", 1)[0];
+      bound_value = in("bound", "value", circuit::kBoundBits);
+      auto ram = c.add_ram("fault", "bounds", 2, circuit::kBoundBits);
+      EXPECT_TRUE(ram.has_value()) << ram.status().to_string();
+      if (!ram) return;
+      auto st = c.ram_write(*ram, weights::Word{bound_row}, bound_value, bound_we);
+      EXPECT_TRUE(st.ok()) << st.to_string();
+      mi.bounds = circuit::FaultBounds{*ram};
     }
     auto m = circuit::build_memory(c, layout, rec, mi);
     EXPECT_TRUE(m.has_value()) << m.status().to_string();
@@ -608,7 +615,7 @@ void run_faults(MemoryLayout layout, bool writes, const char* name) {
       for (int l = 0; l < kLanes; ++l) {
         std::uint32_t x = 0;
         switch (rng() % 5) {
-          case 0: x = static_cast<std::uint32_t>(rng()); break;                          // anything
+          case 0: x = static_cast<std::uint32_t>(rng()); break;                           // anything
           case 1: x = static_cast<std::uint32_t>(rng() % 8) << (12 + rng() % 20); break;  // a high bit or few
           default:  // around the bound, aligned or not
             x = 4u * (bound[e.shared] + static_cast<std::uint32_t>(rng() % 5) - 3u) +
@@ -619,10 +626,16 @@ void run_faults(MemoryLayout layout, bool writes, const char* name) {
         e.b[l] = value(rng);
         e.c[l] = value(rng);
       }
-      Inputs in = run.exec_inputs(e, enable);
-      in.emplace_back(k.bound_global, bound[0]);
-      in.emplace_back(k.bound_shared, bound[1]);
-      auto y = run.step(in);
+      for (int s = 0; s < 2; ++s) {  // the bounds, one token each (the unit is off on them: no fault)
+        auto y = run.step({{weights::Word{k.bound_we}, 1},
+                           {weights::Word{k.bound_row}, static_cast<std::uint64_t>(s)},
+                           {k.bound_value, bound[s]}});
+        for (const circuit::MemoryLane& ln : k.mem.lane) {
+          run.expect(y, weights::Word{ln.misaligned}, 0, "bound token: misaligned");
+          run.expect(y, weights::Word{ln.out_of_bounds}, 0, "bound token: out of bounds");
+        }
+      }
+      auto y = run.step(run.exec_inputs(e, enable));
       const bool access = e.op == Op::kLd || (writes && (e.op == Op::kSt || is_atomic(e.op)));
       for (int l = 0; l < kLanes; ++l) {
         const std::uint32_t x = e.a[l] + e.imm;
@@ -632,12 +645,13 @@ void run_faults(MemoryLayout layout, bool writes, const char* name) {
         faults[0] += mis;
         faults[1] += oob;
         const std::string w = std::string(name) + " " + std::string(weights::dtype_name(dt)) + " " +
-                              std::string(disassemble(Instr{e.op})) + (e.shared ? " shared" : " global") +
-                              " x=0x" + [&] {
+                              std::string(disassemble(Instr{e.op})) + (e.shared ? " shared" : " global") + " x=0x" +
+                              [&] {
                                 char b[16];
                                 std::snprintf(b, sizeof b, "%x", x);
                                 return std::string(b);
-                              }() + " bound " + std::to_string(bound[e.shared]) + " lane " + std::to_string(l);
+                              }() +
+                              " bound " + std::to_string(bound[e.shared]) + " lane " + std::to_string(l);
         run.expect(y, weights::Word{k.mem.lane[l].misaligned}, mis, w + " misaligned");
         run.expect(y, weights::Word{k.mem.lane[l].out_of_bounds}, oob, w + " out of bounds");
       }

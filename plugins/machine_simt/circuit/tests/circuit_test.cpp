@@ -415,6 +415,11 @@ std::map<std::int64_t, Record> all_headers() {
           r.format = static_cast<ValueFormat>(f);
           add(r);
         }
+  add(bound_record(false, 0));
+  add(bound_record(true, 0));
+  for (std::uint32_t k = 0; k < kProtoFaultSlots; ++k)
+    for (std::uint32_t l = 0; l < kProtoLanes; ++l)
+      for (FaultKind f : {FaultKind::kMisaligned, FaultKind::kOutOfBounds}) add(fault_record(k, l, f));
   return out;
 }
 
@@ -457,7 +462,7 @@ TEST(Circuit, TokenInputsRefuseWhatIsNotAProtocolToken) {
   // 1023 or shared word 511).
   expect_error(0, "base-vocabulary (text) token");
   expect_error(kBase - 1, "base-vocabulary (text) token");
-  expect_error(kBase + vocabulary_rows(), "past the machine's rows (248320 + 161181, over by 1)");
+  expect_error(kBase + vocabulary_rows(), "past the machine's rows (248320 + 161239, over by 1)");
   const std::int64_t wreg0 = kBase + first_id(RecordKind::kWreg);
   expect_error(wreg0 + ((0 * 15 + 0) * 15 + 14) * 4 + 2, "WREG w0 r1 0b1111 half, which would need 4 DATA tokens");
   expect_error(wreg0 + ((0 * 15 + 0) * 15 + 2) * 4 + 3, "WREG w0 r1 0b0011 word, which would need 4 DATA tokens");

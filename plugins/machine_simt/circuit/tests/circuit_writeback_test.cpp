@@ -408,6 +408,8 @@ TEST(CircuitChoice, UnembeddingPicksTheTokenInTheFields) {
   n.wmem_count = in("wmem.count", 3), n.wmem_format = in("wmem.format", 2), n.sched_lanes = in("sched.lanes", 4);
   n.sched_status = in("sched.status", 2), n.sched_block = in("sched.block", kProtoBlockBits), n.exec_block = in("exec.block", kProtoBlockBits);
   n.exec_lanes = in("exec.lanes", 4), n.cta_index = in("cta", 7), n.data_value = in("data", 16);
+  n.fault = in("fault", 1)[0], n.fault_slot = in("fault.slot", 3), n.fault_lane = in("fault.lane", 2);
+  n.fault_kind = in("fault.kind", 1)[0];
   n.one = in("one", 1)[0];
   weights::Target t;
   t.shapes = test::qwen2b_shapes();
@@ -419,8 +421,8 @@ TEST(CircuitChoice, UnembeddingPicksTheTokenInTheFields) {
   // Tokens: every kind, edge fields, and random rows.
   std::mt19937_64 rng(9);
   std::vector<std::int64_t> tokens;
-  const RecordKind kinds[] = {RecordKind::kHalt,  RecordKind::kSync, RecordKind::kCta,  RecordKind::kExec,
-                              RecordKind::kSched, RecordKind::kWreg, RecordKind::kWmem, RecordKind::kData};
+  const RecordKind kinds[] = {RecordKind::kHalt, RecordKind::kSync, RecordKind::kCta,  RecordKind::kExec, RecordKind::kSched,
+                              RecordKind::kWreg, RecordKind::kWmem, RecordKind::kData, RecordKind::kFault};
   for (RecordKind k : kinds) {
     tokens.push_back(first_id(k));
     tokens.push_back(first_id(k) + rows_of(k) - 1);
@@ -443,8 +445,8 @@ TEST(CircuitChoice, UnembeddingPicksTheTokenInTheFields) {
     }
     auto ch = circuit::choose(logits);
     ++checked;
-    if (!ch || ch->offset != tok || ch->logit != kAlpha * circuit::kChoiceKindWeight ||
-        ch->margin != (tb.bits.size() > 1 ? kAlpha : kAlpha * circuit::kChoiceKindWeight)) {
+    const double top = kAlpha * circuit::kChoiceKindWeight * tb.kind_weight;  // FAULT's kind bit weighs 2W
+    if (!ch || ch->offset != tok || ch->logit != top || ch->margin != (tb.bits.size() > 1 ? kAlpha : top)) {
       ++wrong;
       ADD_FAILURE() << "token " << tok << ": " << (ch ? std::to_string(ch->offset) : ch.status().to_string())
                     << " margin " << (ch ? ch->margin : 0.0);
@@ -454,8 +456,36 @@ TEST(CircuitChoice, UnembeddingPicksTheTokenInTheFields) {
   std::printf("choice: %d tokens, %d wrong, margin %g (alpha) for tokens with fields\n", checked, wrong, kAlpha);
   EXPECT_GT(checked, 300);
   EXPECT_EQ(wrong, 0);
-  // Rows the model never generates lose to everything.
+  // An EXEC that faults: the write-back's first token (here a WREG) has its fields and kind bit in
+  // the residual too, and FAULT wins by α·W.
+  {
+    std::vector<std::pair<Word, std::uint64_t>> values{{Word{n.one}, 1}, {Word{n.wreg}, 1}, {n.wreg_reg, 5},
+                                                       {n.wreg_lanes, 15}, {Word{n.fault}, 1}, {n.fault_slot, 3},
+                                                       {n.fault_lane, 2}, {Word{n.fault_kind}, 1}};
+    const std::vector<float> x = weights::embed(c, *a, values);
+    std::vector<float> logits(static_cast<std::size_t>(u->rows), 0.f);
+    for (std::int64_t r = 0; r < u->rows; ++r) {
+      double acc = 0;
+      for (std::int64_t p = u->row_ptr[r]; p < u->row_ptr[r + 1]; ++p) acc += u->val[p] * x[u->col[p]];
+      logits[r] = static_cast<float>(acc / unit);
+    }
+    auto ch = circuit::choose(logits);
+    ASSERT_TRUE(ch.has_value()) << ch.status().to_string();
+    auto rec = token_record(ch->offset);
+    ASSERT_TRUE(rec.has_value());
+    EXPECT_EQ(*rec, fault_record(3, 2, FaultKind::kOutOfBounds)) << to_text(*rec);
+    EXPECT_EQ(ch->logit, 2 * kAlpha * circuit::kChoiceKindWeight);
+    EXPECT_EQ(ch->margin, kAlpha);  // the runner-up: a FAULT row one field bit off
+    std::vector<std::int64_t> wreg;
+    ASSERT_TRUE(append_tokens(wreg_record(0, 5, 15, {0, 0, 0, 0}), 0, wreg));
+    EXPECT_EQ(logits[static_cast<std::size_t>(wreg.front())], kAlpha * circuit::kChoiceKindWeight);  // W below
+  }
+  // Without fault fields (a successor with no fault input) FAULT is never generated.
+  circuit::NextToken plain = n;
+  plain.fault = c.zero();
   circuit::TokenBits none;
+  EXPECT_FALSE(circuit::generated_token_bits(plain, first_id(RecordKind::kFault), none));
+  // Rows the model never generates lose to everything.
   EXPECT_FALSE(circuit::generated_token_bits(n, first_id(RecordKind::kRom), none));
   EXPECT_FALSE(circuit::generated_token_bits(n, first_id(RecordKind::kRun), none));
 }

@@ -9,8 +9,8 @@
 
 namespace qgpu::simt::detail {
 
-inline constexpr std::array<const char*, kRecordKinds> kNames = {"HALT",  "RUN",  "SYNC", "LAUNCH", "CTA",  "EXEC",
-                                                                 "SCHED", "WREG", "WMEM", "ROM",    "LIVE", "DATA"};
+inline constexpr std::array<const char*, kRecordKinds> kNames = {
+    "HALT", "RUN", "SYNC", "LAUNCH", "CTA", "EXEC", "SCHED", "WREG", "WMEM", "ROM", "LIVE", "BOUND", "FAULT", "DATA"};
 
 inline constexpr std::array<const char*, 4> kFormatNames = {"zero", "byte", "half", "word"};
 

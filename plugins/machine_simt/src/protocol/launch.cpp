@@ -232,6 +232,16 @@ class Recorder final : public LaunchObserver {
     return {};
   }
 
+  // The faulting block's EXEC, then FAULT: its pass finds the fault and writes nothing back.
+  void on_fault(const MemoryFault& f) override {
+    const Record exec = exec_record(f.block, static_cast<std::uint32_t>(f.warp), f.mask);
+    flush(&exec);
+    out_.push_back(exec);
+    out_.push_back(fault_record(static_cast<std::uint32_t>(f.slot), static_cast<std::uint32_t>(f.lane), f.kind));
+    faulted_ = true;
+  }
+  bool faulted() const { return faulted_; }
+
  private:
   struct Pending {
     int warp;
@@ -264,6 +274,7 @@ class Recorder final : public LaunchObserver {
   std::vector<std::uint32_t> defs_;
   std::vector<Pending> pending_;
   int parity_ = 0;
+  bool faulted_ = false;
 };
 
 std::vector<std::uint32_t> initial_global(const Program& p, const MemoryLayout& layout,
@@ -289,6 +300,8 @@ sdk::Expected<std::vector<Record>> encode_prompt(const Program& p, const std::ve
                                std::to_string(layout->total_words - kProtoGlobalWords) + ")");
   std::vector<Record> out;
   out.push_back(launch_record(p.shape.block, p.shape.grid));
+  out.push_back(bound_record(false, static_cast<std::uint32_t>(layout->total_words)));
+  out.push_back(bound_record(true, static_cast<std::uint32_t>(p.shared_words_used)));
   out.push_back(cta_record(0));
   const std::vector<std::uint64_t> image = p.image(layout->param_values);
   const int rows = p.rows_per_block();
@@ -326,8 +339,11 @@ sdk::Expected<LaunchRecords> record_launch(const Program& p, const std::vector<s
   if (!layout) return layout.error();
   Recorder rec(p, initial_global(p, *layout, args), lr.generated);
   auto result = interpret_program(p, args, options, &rec);
-  if (!result) return result.error();
-  lr.result = std::move(*result);
+  if (!result && !rec.faulted()) return result.error();
+  if (result)
+    lr.result = std::move(*result);
+  else
+    lr.fault = result.status();
   lr.prompt_tokens = token_count(lr.prompt);
   lr.generated_tokens = token_count(lr.generated);
   return lr;

@@ -24,6 +24,22 @@ std::vector<std::uint32_t> payload_values(const Record& r) {
 
 using detail::payload_values;
 
+Record bound_record(bool shared, std::uint32_t words) {
+  Record r;
+  r.kind = RecordKind::kBound;
+  r.shared = shared;
+  r.values[0] = words;
+  return r;
+}
+Record fault_record(std::uint32_t slot, std::uint32_t lane, FaultKind kind) {
+  Record r;
+  r.kind = RecordKind::kFault;
+  r.slot = slot;
+  r.lane = lane;
+  r.fault = kind;
+  return r;
+}
+
 Record halt_record() {
   return Record{};
 }

@@ -69,6 +69,11 @@ std::string to_text(const Record& r) {
       o << "}";
       break;
     }
+    case RecordKind::kBound: o << " " << (r.shared ? "shared" : "global") << " " << r.values[0] << " words"; break;
+    case RecordKind::kFault:
+      o << " slot " << r.slot << " lane " << r.lane
+        << (r.fault == FaultKind::kMisaligned ? " misaligned" : " out-of-bounds");
+      break;
     case RecordKind::kData: o << " 0x" << std::hex << r.data << std::dec; break;
     default: break;
   }
@@ -94,6 +99,7 @@ std::string token_name(const Record& r) {
         o << " B" << r.block;
       break;
     case RecordKind::kLaunch: break;  // threads and grid are in its DATA token
+    case RecordKind::kBound: o << " " << (r.shared ? "shared" : "global"); break;
     default: return to_text(r);
   }
   return o.str();

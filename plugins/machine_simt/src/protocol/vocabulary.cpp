@@ -36,6 +36,8 @@ constexpr std::array<std::int64_t, kRecordKinds> kRows = {
     (kProtoGlobalWords + kProtoSharedWords) * kProtoRunWords * kFormats,  // WMEM
     kProtoBlocks * kProtoRowsPerBlock * 2,                    // ROM (two halves per row)
     kProtoBlocks + 1,                                         // LIVE (blocks, then exited)
+    2,                                                        // BOUND (global, shared)
+    kProtoFaultSlots * kProtoLanes * 2,                       // FAULT (slot, lane, kind)
     std::int64_t{1} << kDataBits,                             // DATA
 };
 // clang-format on
@@ -75,13 +77,14 @@ std::int64_t first_id(RecordKind kind) {
 }
 
 std::int64_t vocabulary_rows() {
-  return first_id(RecordKind::kData) + rows_of(RecordKind::kData);
+  return first_id(RecordKind::kCount);
 }
 
 int data_tokens(const Record& r) {
   switch (r.kind) {
     case RecordKind::kLaunch:
-    case RecordKind::kLive: return 1;
+    case RecordKind::kLive:
+    case RecordKind::kBound: return 1;
     case RecordKind::kRom: return 2;
     case RecordKind::kWreg: return data_for(r.format, std::popcount(r.lanes & 15u));
     case RecordKind::kWmem: return data_for(r.format, static_cast<int>(std::min<std::uint32_t>(r.count, 4)));
@@ -179,6 +182,15 @@ sdk::Status append_tokens(const Record& r, std::int64_t base, std::vector<std::i
         return sdk::invalid_argument("LIVE record: mask " + std::to_string(r.values[0]) + " is not a set of r1-r15");
       index = r.block;
       break;
+    case RecordKind::kBound:
+      if (r.values[0] > space_words(r.shared)) return field_error(r, "words", r.values[0], space_words(r.shared));
+      index = r.shared ? 1 : 0;
+      break;
+    case RecordKind::kFault:
+      if (r.slot >= kProtoFaultSlots) return field_error(r, "slot", r.slot, kProtoFaultSlots - 1);
+      if (r.lane >= kProtoLanes) return field_error(r, "lane", r.lane, kProtoLanes - 1);
+      index = (std::int64_t{r.slot} * kProtoLanes + r.lane) * 2 + static_cast<int>(r.fault);
+      break;
     case RecordKind::kData:
       if (r.data > 0xffff) return field_error(r, "payload", r.data, 0xffff);
       index = r.data;
@@ -195,7 +207,8 @@ sdk::Status append_tokens(const Record& r, std::int64_t base, std::vector<std::i
   auto put = [&](std::uint32_t v) { out.push_back(data + (v & 0xffff)); };
   switch (r.kind) {
     case RecordKind::kLaunch: put(r.threads | (r.grid << 8)); break;
-    case RecordKind::kLive: put(r.values[0]); break;
+    case RecordKind::kLive:
+    case RecordKind::kBound: put(r.values[0]); break;
     case RecordKind::kRom: put(r.values[0]), put(r.values[0] >> 16); break;
     case RecordKind::kWreg:
     case RecordKind::kWmem: {
@@ -286,6 +299,12 @@ sdk::Expected<Record> token_record(std::int64_t offset) {
       r.block = static_cast<std::uint32_t>(x / kProtoRowsPerBlock);
       break;
     case RecordKind::kLive: r.block = static_cast<std::uint32_t>(x); break;
+    case RecordKind::kBound: r.shared = x == 1; break;
+    case RecordKind::kFault:
+      r.fault = static_cast<FaultKind>(x % 2), x /= 2;
+      r.lane = static_cast<std::uint32_t>(x % kProtoLanes);
+      r.slot = static_cast<std::uint32_t>(x / kProtoLanes);
+      break;
     case RecordKind::kData: r.data = static_cast<std::uint32_t>(x); break;
     default: break;
   }
@@ -335,6 +354,13 @@ sdk::Expected<std::vector<Record>> decode_tokens(std::span<const std::int64_t> i
         r.values[0] = d[0];
         break;
       case RecordKind::kRom: r.values[0] = d[0] | (d[1] << 16); break;
+      case RecordKind::kBound:
+        if (d[0] > space_words(r.shared))
+          return sdk::invalid_argument(where(i + 1) + ": BOUND " + (r.shared ? "shared" : "global") + " of " +
+                                       std::to_string(d[0]) + " words is past the space's " +
+                                       std::to_string(space_words(r.shared)));
+        r.values[0] = d[0];
+        break;
       case RecordKind::kWreg:
       case RecordKind::kWmem: {
         const int n = kind == RecordKind::kWreg ? std::popcount(r.lanes) : static_cast<int>(r.count);
