@@ -96,6 +96,24 @@ def verdict(result: dict, expected: dict, engine: str) -> tuple[str, str]:
     return "ok", ""
 
 
+def fault_verdict(result: dict, interp: dict, engine: str) -> tuple[str, str]:
+    """--faults: the interpreter's error, word for word, or (no fault) its arrays."""
+    if "error" in interp:
+        want = interp["error"]
+        if "error" not in result:
+            return "fail", f"{engine}: ran to the end where the interpreter stopped: {want['message']}"
+        if result["error"] != want:
+            return "fail", f"{engine}: {result['error']['message']} (the interpreter: {want['message']})"
+        return "ok", ""
+    if "error" in result:
+        return "fail", f"{engine}: {result['error']['code']}: {result['error']['message']}"
+    if "check" in result and not result["check"]["ok"]:
+        return "fail", f"{engine}: --check: {result['check']['summary']}"
+    if result["arrays"] != interp["arrays"]:
+        return "fail", f"{engine}: arrays differ from the interpreter's"
+    return "ok", ""
+
+
 def reason_of(message: str) -> str:
     """A refusal's message without its numbers and names: the limit it hit."""
     m = re.sub(r"^[^:]*\.cu:\d+(:\d+)?: (error: )?", "", message)
@@ -123,6 +141,9 @@ def main() -> int:
     ap.add_argument("--max-block-executions", type=int, default=0,
                     help="model engines only for the programs that took at most this many block executions on "
                          "the interpreter (which then runs first): short launches for CI; 0: all")
+    ap.add_argument("--faults", action="store_true",
+                    help="one load of each program may fault (kernelgen.with_fault): every engine must stop with "
+                         "the interpreter's error, or give its arrays where it does not fault")
     ap.add_argument("--max-refused", type=float, default=1.0,
                     help="fail when more than this fraction of the programs is refused (the generator must stay "
                          "inside the machine)")
@@ -147,8 +168,10 @@ def main() -> int:
     else:
         lo, hi = (int(x) for x in a.seeds.split(":"))
         progs = [kernelgen.generate(s) for s in range(lo, hi)]
+        if a.faults:
+            progs = [kernelgen.with_fault(p) for p in progs]
         cases = [case_of(p, f"seed{p.seed}") for p in progs]
-        expected = [{k: u32_list(v) for k, v in p.expected().items()} for p in progs]
+        expected = [None if a.faults else {k: u32_list(v) for k, v in p.expected().items()} for p in progs]
     if not cases:
         print("differential: no programs", file=sys.stderr)
         return 2
@@ -159,10 +182,33 @@ def main() -> int:
     if a.max_block_executions and "interp" in engines_wanted:
         engines_wanted = ["interp"] + [e for e in engines_wanted if e != "interp"]
     chosen = list(range(len(cases)))  # the cases the model engines run
+    interp_results = {}  # --faults: the interpreter's result is the reference
+    faulted = 0
     for engine in engines_wanted:
         which = list(range(len(cases))) if engine == "interp" else chosen
         for i, r in zip(which, eng.run(engine, [cases[j] for j in which])):
-            if engine == "interp" and a.max_block_executions and \
+            if a.faults:
+                if engine == "interp":
+                    interp_results[i] = r
+                    fault = r.get("error", {}).get("code") == "invalid-argument" and \
+                        re.search(r": (misaligned|out-of-bounds) (global|shared) ", r["error"]["message"])
+                    faulted += bool(fault)
+                    if "error" in r and not fault:
+                        chosen.remove(i)
+                        if r["error"]["code"] in REFUSED_CODES:
+                            refused[reason_of(r["error"]["message"])] += 1
+                        else:
+                            failures.append((i, engine, f"interp: {r['error']['code']}: {r['error']['message']}"))
+                    else:
+                        ok[engine] += 1
+                    continue
+                v, detail = fault_verdict(r, interp_results[i], engine)
+                if v == "ok":
+                    ok[engine] += 1
+                else:
+                    failures.append((i, engine, detail))
+                continue
+            if engine == "interp" and a.max_block_executions and "error" not in r and \
                     r.get("stats", {}).get("block_executions", a.max_block_executions + 1) > a.max_block_executions:
                 chosen.remove(i)
             v, detail = verdict(r, expected[i], engine)
@@ -200,6 +246,8 @@ def main() -> int:
 
     n = len(cases)
     n_refused = sum(refused.values())
+    if a.faults:
+        print(f"differential --faults: {faulted} of {n} programs fault in the interpreter")
     print(f"differential: {n} programs, {n - n_refused} launched, {n_refused} refused by the machine, "
           f"{len(failures)} failures; " +
           ", ".join(f"{e} {ok[e]} exact" + ("" if e == "interp" else f" of {len(chosen)}") for e in engines_wanted) +

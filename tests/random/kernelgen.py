@@ -22,6 +22,7 @@ Deterministic from a seed: generate(seed) gives the same program on every machin
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import random
 from typing import Callable
@@ -69,8 +70,13 @@ class Special:
 class Load:  # in[index & (N - 1)], or a byte / half-word of `in` (little-endian, as a GPU reads it)
     index: object
     width: int = 32
+    fault: str = ""  # with_fault(): "out-of-bounds" (index & 511) or "misaligned" (a byte offset & 255)
 
     def cuda(self) -> str:
+        if self.fault == "out-of-bounds":
+            return f"in[({self.index.cuda()}) & 511u]"
+        if self.fault == "misaligned":
+            return f"*(const unsigned*)((const char*)in + (({self.index.cuda()}) & 255u))"
         if self.width == 8:
             return f"(unsigned)((const unsigned char*)in)[({self.index.cuda()}) & {4 * NIN - 1}u]"
         if self.width == 16:
@@ -559,6 +565,34 @@ class Generator:
 
 def generate(seed: int) -> Program:
     return Generator(seed).program()
+
+
+def with_fault(prog: Program) -> Program:
+    """The program with one more statement, at a place chosen from the seed (the top level, or inside a
+    branch or a loop): `v ^= <load of in>` whose address may fault: the index of a variable masked to
+    511 instead of 63 (past every array for most values: out-of-bounds), or a byte offset masked to 255
+    (misaligned unless a multiple of 4). Whether, where and in which thread it faults is the
+    interpreter's to say: the evaluator above does not model faults."""
+    prog = copy.deepcopy(prog)
+    bodies = []
+
+    def walk(x):
+        if isinstance(x, list):
+            bodies.append(x)
+            for y in x:
+                walk(y)
+        elif isinstance(x, (If, For)):
+            for f in dataclasses.fields(x):
+                if isinstance(getattr(x, f.name), list):
+                    walk(getattr(x, f.name))
+
+    walk(prog.body)
+    r = random.Random(prog.seed * 104729 + 7)
+    body = r.choice(bodies)
+    var, index = r.choice(VARS), r.choice(VARS)
+    load = Load(Var(index), 32, r.choice(("out-of-bounds", "misaligned")))
+    body.insert(r.randrange(0, len(body) + 1), Assign(var, Binary("^", Var(var), load)))
+    return prog
 
 
 # --- reduction (delta debugging on the tree) --------------------------------------------------

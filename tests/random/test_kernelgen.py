@@ -127,6 +127,23 @@ for seed in range(300):
     if len(r["out"]) != p.grid * p.block * k.OUTS or any(not 0 <= v <= k.MASK for v in r["out"] + r["acc"]):
         failures.append(f"seed {seed}: results out of range")
 
+# with_fault: one statement more, `v = (v ^ <faulting load>)`, deterministic, the original untouched.
+for seed in range(30):
+    p = k.generate(seed)
+    before = p.cuda()
+    f1, f2 = k.with_fault(p), k.with_fault(p)
+    if p.cuda() != before:
+        failures.append(f"seed {seed}: with_fault changed the original program")
+    if f1.cuda() != f2.cuda():
+        failures.append(f"seed {seed}: with_fault is not deterministic")
+    # (an insertion into an empty else branch also prints the branch)
+    added = [line for line in f1.cuda().splitlines() if line not in before.splitlines() and line.strip() != "} else {"]
+    if len(added) != 1 or not ("& 511u]" in added[0] or "(const char*)in + (" in added[0]):
+        failures.append(f"seed {seed}: with_fault added {added}")
+expect("out-of-bounds load", k.Load(k.Var("a"), 32, "out-of-bounds").cuda(), "in[(a) & 511u]")
+expect("misaligned load", k.Load(k.Var("c"), 32, "misaligned").cuda(),
+       "*(const unsigned*)((const char*)in + ((c) & 255u))")
+
 for f in failures:
     print("FAIL:", f)
 print(f"test_kernelgen: {'ok' if not failures else f'{len(failures)} failures'}")
