@@ -429,21 +429,24 @@ TEST(CircuitChoice, UnembeddingPicksTheTokenInTheFields) {
     for (int i = 0; i < 40; ++i) tokens.push_back(first_id(k) + static_cast<std::int64_t>(rng() % rows_of(k)));
   }
   int checked = 0, wrong = 0;
-  const double unit = weights::kResidualUnit;
+  // The record logits of a residual holding `values` (the unembedding's rows times the normalized residual).
+  auto logits_of = [&](const std::vector<std::pair<Word, std::uint64_t>>& values) {
+    const std::vector<float> x = weights::embed(c, *a, values);
+    std::vector<float> logits(static_cast<std::size_t>(u->rows), 0.f);
+    for (std::int64_t r = 0; r < u->rows; ++r) {
+      double acc = 0;
+      for (std::int64_t p = u->row_ptr[r]; p < u->row_ptr[r + 1]; ++p) acc += u->val[p] * x[u->col[p]];
+      logits[r] = static_cast<float>(acc / weights::kResidualUnit);
+    }
+    return logits;
+  };
   for (std::int64_t tok : tokens) {
     circuit::TokenBits tb;
     if (!circuit::generated_token_bits(n, tok, tb)) continue;  // a reserved row
     std::vector<std::pair<Word, std::uint64_t>> values{{Word{n.one}, 1}};
     for (const auto& [bit, v] : tb.bits)
       if (v) values.push_back({Word{bit}, 1});
-    const std::vector<float> x = weights::embed(c, *a, values);
-    std::vector<float> logits(static_cast<std::size_t>(u->rows), 0.f);
-    for (std::int64_t r = 0; r < u->rows; ++r) {
-      double acc = 0;
-      for (std::int64_t p = u->row_ptr[r]; p < u->row_ptr[r + 1]; ++p) acc += u->val[p] * x[u->col[p]];
-      logits[r] = static_cast<float>(acc / unit);
-    }
-    auto ch = circuit::choose(logits);
+    auto ch = circuit::choose(logits_of(values));
     ++checked;
     const double top = kAlpha * circuit::kChoiceKindWeight * tb.kind_weight;  // FAULT's kind bit weighs 2W
     if (!ch || ch->offset != tok || ch->logit != top || ch->margin != (tb.bits.size() > 1 ? kAlpha : top)) {
@@ -459,16 +462,9 @@ TEST(CircuitChoice, UnembeddingPicksTheTokenInTheFields) {
   // An EXEC that faults: the write-back's first token (here a WREG) has its fields and kind bit in
   // the residual too, and FAULT wins by α·W.
   {
-    std::vector<std::pair<Word, std::uint64_t>> values{{Word{n.one}, 1}, {Word{n.wreg}, 1}, {n.wreg_reg, 5},
-                                                       {n.wreg_lanes, 15}, {Word{n.fault}, 1}, {n.fault_slot, 3},
-                                                       {n.fault_lane, 2}, {Word{n.fault_kind}, 1}};
-    const std::vector<float> x = weights::embed(c, *a, values);
-    std::vector<float> logits(static_cast<std::size_t>(u->rows), 0.f);
-    for (std::int64_t r = 0; r < u->rows; ++r) {
-      double acc = 0;
-      for (std::int64_t p = u->row_ptr[r]; p < u->row_ptr[r + 1]; ++p) acc += u->val[p] * x[u->col[p]];
-      logits[r] = static_cast<float>(acc / unit);
-    }
+    const std::vector<float> logits =
+        logits_of({{Word{n.one}, 1}, {Word{n.wreg}, 1}, {n.wreg_reg, 5}, {n.wreg_lanes, 15}, {Word{n.fault}, 1},
+                   {n.fault_slot, 3}, {n.fault_lane, 2}, {Word{n.fault_kind}, 1}});
     auto ch = circuit::choose(logits);
     ASSERT_TRUE(ch.has_value()) << ch.status().to_string();
     auto rec = token_record(ch->offset);
