@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <limits>
 #include <map>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -585,9 +586,9 @@ void run_loads_only() {
 // 0 for inactive lanes, other opcodes (and in a loads-only unit, stores and atomics) and on
 // disabled tokens.
 void run_faults(MemoryLayout layout, bool writes, const char* name) {
-  static std::map<std::pair<int, bool>, const Compiled*> built;
-  const Compiled*& kp = built[{static_cast<int>(layout), writes}];
-  if (!kp) kp = new Compiled(layout, writes, /*faults=*/true);
+  static std::map<std::pair<int, bool>, std::unique_ptr<const Compiled>> built;
+  std::unique_ptr<const Compiled>& kp = built[{static_cast<int>(layout), writes}];
+  if (!kp) kp = std::make_unique<const Compiled>(layout, writes, /*faults=*/true);
   const Compiled& k = *kp;
   ASSERT_TRUE(k.ok);
   print_cost(k, name);
