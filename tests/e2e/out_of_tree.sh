@@ -2,15 +2,18 @@
 # Installs the build tree into a private prefix, builds the machine-minimal
 # example against that installed SDK only (no path into the source tree),
 # and checks that qgpu-host loads it.
-#   out_of_tree.sh BUILD_DIR EXAMPLE_SRC WORK_DIR CMAKE
+#   out_of_tree.sh BUILD_DIR EXAMPLE_SRC WORK_DIR CMAKE [FLAGS]
+# FLAGS: compiler and linker flags the example needs to link the installed SDK (the sanitizer
+# flags, when the build tree is instrumented).
 set -euo pipefail
-build=$1 example=$2 work=$3 cmake=$4
+build=$1 example=$2 work=$3 cmake=$4 flags=${5:-}
 rm -rf "$work"
 mkdir -p "$work"
 prefix="$work/prefix"
 "$cmake" --install "$build" --prefix "$prefix" >"$work/install.log"
 # The example sees only the installed SDK: no include path into this repository.
-"$cmake" -S "$example" -B "$work/build" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" >"$work/configure.log"
+"$cmake" -S "$example" -B "$work/build" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_CXX_FLAGS="$flags" \
+  -DCMAKE_SHARED_LINKER_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="$flags" >"$work/configure.log"
 "$cmake" --build "$work/build" >"$work/build.log"
 plugin=$(find "$work/build" -name 'qgpu_machine_minimal.so' | head -n 1)
 [ -n "$plugin" ] || { echo "FAIL: the example did not produce qgpu_machine_minimal.so"; exit 1; }
