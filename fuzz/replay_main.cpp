@@ -23,9 +23,8 @@ bool replay(const std::filesystem::path& file) {
     std::fprintf(stderr, "replay: cannot read %s\n", file.c_str());
     return false;
   }
-  const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  // A copy of exactly the input's size, as libFuzzer passes it: a read past the end is a heap overflow.
-  std::vector<std::uint8_t> data(bytes.begin(), bytes.end());
+  // Exactly the input's size, as libFuzzer passes it: a read past the end is a heap overflow.
+  std::vector<std::uint8_t> data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   LLVMFuzzerTestOneInput(data.data(), data.size());
   return true;
 }
@@ -45,6 +44,10 @@ int main(int argc, char** argv) {
       std::vector<std::filesystem::path> files;
       for (const auto& entry : std::filesystem::directory_iterator(path, error)) {
         if (entry.is_regular_file()) files.push_back(entry.path());
+      }
+      if (error) {
+        std::fprintf(stderr, "replay: cannot list %s: %s\n", path.c_str(), error.message().c_str());
+        return 2;
       }
       std::sort(files.begin(), files.end());
       for (const auto& file : files) {
